@@ -1,0 +1,115 @@
+//! The one result shape every tool returns to the model (seed hop 5).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a tool hands the model: `{"data":…,"scopeContext":"…"}` or `{"error":"…"}`.
+///
+/// `scopeContext` is a true sentence about how filtered the data is ("across your campus, Kololo"),
+/// which the prompt tells the model to qualify its answer with. A denial is an `Error` whose text
+/// starts with `Permission denied:` — never an exception, never an HTTP status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum AgentToolResult<T> {
+    /// The tool succeeded.
+    Data {
+        /// The tool's output.
+        data: T,
+        /// How filtered `data` is.
+        #[serde(rename = "scopeContext")]
+        scope_context: String,
+    },
+    /// The tool failed; the text is for the model to explain.
+    Error {
+        /// A plain sentence.
+        error: String,
+    },
+}
+
+impl<T> AgentToolResult<T> {
+    /// A success.
+    pub fn data(data: T, scope_context: impl Into<String>) -> Self {
+        Self::Data {
+            data,
+            scope_context: scope_context.into(),
+        }
+    }
+
+    /// A failure.
+    pub fn error(error: impl Into<String>) -> Self {
+        Self::Error {
+            error: error.into(),
+        }
+    }
+
+    /// Whether this is an error envelope.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Self::Error { .. })
+    }
+
+    /// Maps the data, keeping the scope sentence.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> AgentToolResult<U> {
+        match self {
+            Self::Data {
+                data,
+                scope_context,
+            } => AgentToolResult::Data {
+                data: f(data),
+                scope_context,
+            },
+            Self::Error { error } => AgentToolResult::Error { error },
+        }
+    }
+}
+
+impl<T: Serialize> AgentToolResult<T> {
+    /// The envelope as the JSON string the model is handed.
+    pub fn to_model_string(&self) -> String {
+        // Serialising plain data types cannot fail; fall back to an error envelope rather than panic.
+        serde_json::to_string(self)
+            .unwrap_or_else(|e| format!("{{\"error\":\"result could not be encoded: {e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_envelope_is_byte_for_byte_the_seed_shape() {
+        let ok = AgentToolResult::data(
+            serde_json::json!({ "name": "Sciences" }),
+            "across the whole school",
+        );
+        assert_eq!(
+            ok.to_model_string(),
+            r#"{"data":{"name":"Sciences"},"scopeContext":"across the whole school"}"#
+        );
+    }
+
+    #[test]
+    fn error_envelope_is_byte_for_byte_the_seed_shape() {
+        let denied: AgentToolResult<()> =
+            AgentToolResult::error("Permission denied: create:Department");
+        assert_eq!(
+            denied.to_model_string(),
+            r#"{"error":"Permission denied: create:Department"}"#
+        );
+    }
+
+    #[test]
+    fn parses_both_shapes_and_nothing_else() {
+        let ok: AgentToolResult<Vec<u8>> =
+            serde_json::from_str(r#"{"data":[1],"scopeContext":"x"}"#).unwrap();
+        assert_eq!(ok, AgentToolResult::data(vec![1], "x"));
+        let err: AgentToolResult<Vec<u8>> = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
+        assert!(err.is_error());
+        assert!(serde_json::from_str::<AgentToolResult<Vec<u8>>>(r#"{"data":[1]}"#).is_err());
+        assert!(
+            serde_json::from_str::<AgentToolResult<Vec<u8>>>(
+                r#"{"data":[1],"scopeContext":"x","error":"y"}"#
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The signed turn identity: the caller's identity and call scope, signed by the gateway's Ed25519
+//! key. The tool server verifies signature and expiry before it does anything else, so neither the
+//! model nor anything else that can publish to the broker can act as someone else.
+//!
+//! *API Boundary*: [`TurnVerifier::verify`] is the only way to obtain a [`VerifiedTurnIdentity`].
+
+use chrono::{DateTime, Duration, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, errors::ErrorKind};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::context::{CallScope, Identity};
+use crate::ids::{ThreadId, TurnId};
+
+const ISSUER: &str = "rover-gateway";
+const AUDIENCE: &str = "rover-toolserver";
+
+/// A turn identity as it travels: a compact JWS (EdDSA). Opaque until verified.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct SignedTurnIdentity(String);
+
+impl SignedTurnIdentity {
+    /// Wraps a token received from elsewhere (it is checked only by [`TurnVerifier::verify`]).
+    pub fn from_token(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The compact token.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SignedTurnIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignedTurnIdentity(…)")
+    }
+}
+
+/// What the gateway grants a turn: who, in what scope, for which turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnGrant {
+    /// The turn.
+    pub turn_id: TurnId,
+    /// Its thread.
+    pub thread_id: ThreadId,
+    /// Who the turn acts as.
+    pub identity: Identity,
+    /// How far it reaches.
+    pub scope: CallScope,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Claims {
+    iss: String,
+    aud: String,
+    sub: String,
+    iat: i64,
+    exp: i64,
+    turn: TurnId,
+    thread: ThreadId,
+    identity: Identity,
+    scope: CallScope,
+}
+
+/// Why a key could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid Ed25519 {which} key: {source}")]
+pub struct KeyError {
+    which: &'static str,
+    source: jsonwebtoken::errors::Error,
+}
+
+/// Why a turn identity was refused. The text is safe to show; it never echoes the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// Not a well-formed token of the expected shape.
+    #[error("turn identity is malformed")]
+    Malformed,
+    /// The signature does not verify with the gateway's key (forged, tampered or another key).
+    #[error("turn identity signature is invalid")]
+    BadSignature,
+    /// Past its expiry.
+    #[error("turn identity has expired")]
+    Expired,
+    /// Not issued by the gateway for the tool server.
+    #[error("turn identity was not issued for this service")]
+    WrongAudience,
+    /// Valid for longer than the verifier allows.
+    #[error("turn identity lifetime exceeds the allowed maximum")]
+    TooLong,
+    /// The identity's tenant and the scope's tenant differ.
+    #[error("turn identity and call scope name different schools")]
+    Inconsistent,
+}
+
+/// Signs turn identities. Only the gateway holds one.
+pub struct TurnSigner {
+    key: EncodingKey,
+}
+
+impl std::fmt::Debug for TurnSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnSigner(…)")
+    }
+}
+
+impl TurnSigner {
+    /// From a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`, as `openssl genpkey -algorithm ed25519` writes).
+    pub fn from_pem(pem: &[u8]) -> Result<Self, KeyError> {
+        EncodingKey::from_ed_pem(pem)
+            .map(|key| Self { key })
+            .map_err(|source| KeyError {
+                which: "private",
+                source,
+            })
+    }
+
+    /// From a PKCS#8 DER private key.
+    pub fn from_pkcs8_der(der: &[u8]) -> Self {
+        Self {
+            key: EncodingKey::from_ed_der(der),
+        }
+    }
+
+    /// Signs `grant`, valid from `issued_at` for `ttl`.
+    pub fn mint(
+        &self,
+        grant: TurnGrant,
+        issued_at: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<SignedTurnIdentity, KeyError> {
+        let claims = Claims {
+            iss: ISSUER.to_owned(),
+            aud: AUDIENCE.to_owned(),
+            sub: grant.identity.user_id.to_string(),
+            iat: issued_at.timestamp(),
+            exp: (issued_at + ttl).timestamp(),
+            turn: grant.turn_id,
+            thread: grant.thread_id,
+            identity: grant.identity,
+            scope: grant.scope,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &self.key)
+            .map(SignedTurnIdentity)
+            .map_err(|source| KeyError {
+                which: "private",
+                source,
+            })
+    }
+}
+
+/// Verifies turn identities with the gateway's public key. Holding one does not allow minting.
+pub struct TurnVerifier {
+    key: DecodingKey,
+    validation: Validation,
+    max_lifetime: Duration,
+}
+
+impl std::fmt::Debug for TurnVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnVerifier")
+            .field("max_lifetime", &self.max_lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnVerifier {
+    /// Clock skew tolerated on expiry, in seconds.
+    pub const LEEWAY_SECS: u64 = 5;
+
+    /// From an SPKI PEM public key (`-----BEGIN PUBLIC KEY-----`).
+    pub fn from_pem(pem: &[u8], max_lifetime: Duration) -> Result<Self, KeyError> {
+        let key = DecodingKey::from_ed_pem(pem).map_err(|source| KeyError {
+            which: "public",
+            source,
+        })?;
+        Ok(Self::with_key(key, max_lifetime))
+    }
+
+    /// From the raw 32-byte Ed25519 public key.
+    pub fn from_public_key_bytes(bytes: &[u8], max_lifetime: Duration) -> Self {
+        Self::with_key(DecodingKey::from_ed_der(bytes), max_lifetime)
+    }
+
+    fn with_key(key: DecodingKey, max_lifetime: Duration) -> Self {
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.leeway = Self::LEEWAY_SECS;
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.set_required_spec_claims(&["exp", "iat", "iss", "aud", "sub"]);
+        Self {
+            key,
+            validation,
+            max_lifetime,
+        }
+    }
+
+    /// Checks signature, issuer, audience, expiry, lifetime and tenant consistency.
+    pub fn verify(
+        &self,
+        token: &SignedTurnIdentity,
+    ) -> Result<VerifiedTurnIdentity, IdentityError> {
+        let data =
+            jsonwebtoken::decode::<Claims>(&token.0, &self.key, &self.validation).map_err(|e| {
+                match e.kind() {
+                    ErrorKind::ExpiredSignature => IdentityError::Expired,
+                    ErrorKind::InvalidSignature
+                    | ErrorKind::InvalidAlgorithm
+                    | ErrorKind::InvalidKeyFormat => IdentityError::BadSignature,
+                    ErrorKind::InvalidIssuer | ErrorKind::InvalidAudience => {
+                        IdentityError::WrongAudience
+                    }
+                    _ => IdentityError::Malformed,
+                }
+            })?;
+        let claims = data.claims;
+        if claims.exp - claims.iat > self.max_lifetime.num_seconds() {
+            return Err(IdentityError::TooLong);
+        }
+        if claims.identity.school_id != claims.scope.school_id
+            || claims.sub != claims.identity.user_id.to_string()
+        {
+            return Err(IdentityError::Inconsistent);
+        }
+        Ok(VerifiedTurnIdentity { claims })
+    }
+}
+
+/// A turn identity whose signature and expiry were checked. Only [`TurnVerifier::verify`] makes one.
+#[derive(Debug, Clone)]
+pub struct VerifiedTurnIdentity {
+    claims: Claims,
+}
+
+impl VerifiedTurnIdentity {
+    /// Who the call acts as.
+    pub fn identity(&self) -> &Identity {
+        &self.claims.identity
+    }
+
+    /// How far the call reaches.
+    pub fn scope(&self) -> &CallScope {
+        &self.claims.scope
+    }
+
+    /// The turn the identity was minted for.
+    pub fn turn_id(&self) -> TurnId {
+        self.claims.turn
+    }
+
+    /// The thread of that turn.
+    pub fn thread_id(&self) -> ThreadId {
+        self.claims.thread
+    }
+
+    /// When it stops being valid.
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(self.claims.exp, 0).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+}

@@ -1,0 +1,78 @@
+//! The class teacher subagent's RPC tools: the roster and attendance of classes the caller owns.
+
+use chrono::NaiveDate;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    AttendanceRecorded, ClassRoster, Effect, Owner, Posture, Relationship, Tool, ToolContract,
+    ToolKind, schema_for,
+};
+use crate::context::Subagent;
+use crate::ids::{ClassId, StudentId};
+
+const OWNER: Owner = Owner::Subagent(Subagent::ClassTeacher);
+const fn owns_class(event: &'static str) -> ToolKind {
+    ToolKind::Rpc {
+        event,
+        posture: Posture::Relationship(Relationship::ClassTeacherOfClass),
+    }
+}
+
+/// Arguments of `get_class_roster`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GetClassRosterArgs {
+    /// A class the user is class teacher of (see the teaching map).
+    pub class_id: ClassId,
+}
+
+/// `get_class_roster`.
+#[derive(Debug)]
+pub struct GetClassRoster;
+impl Tool for GetClassRoster {
+    type Args = GetClassRosterArgs;
+    type Output = ClassRoster;
+    const CONTRACT: ToolContract = ToolContract {
+        name: "get_class_roster",
+        description: "List the students of a class you are class teacher of, with their ids.",
+        label: "Fetching the class roster…",
+        owner: OWNER,
+        effect: Effect::Read,
+        kind: owns_class("get.class_roster"),
+        args_schema: schema_for::<GetClassRosterArgs>,
+        output_schema: schema_for::<ClassRoster>,
+    };
+}
+
+/// Arguments of `record_attendance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordAttendanceArgs {
+    /// A class the user is class teacher of.
+    pub class_id: ClassId,
+    /// The day (YYYY-MM-DD); omit for today in the school's time zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<NaiveDate>,
+    /// Students who were absent, by id from `get_class_roster`; everyone else is marked present.
+    #[schemars(length(max = 500))]
+    pub absent_student_ids: Vec<StudentId>,
+}
+
+/// `record_attendance`.
+#[derive(Debug)]
+pub struct RecordAttendance;
+impl Tool for RecordAttendance {
+    type Args = RecordAttendanceArgs;
+    type Output = AttendanceRecorded;
+    const CONTRACT: ToolContract = ToolContract {
+        name: "record_attendance",
+        description: "Record a day's attendance for a class you are class teacher of: list who was absent, everyone else is present. Recording the same day again replaces it.",
+        label: "Recording attendance…",
+        owner: OWNER,
+        effect: Effect::Write,
+        kind: owns_class("record.attendance"),
+        args_schema: schema_for::<RecordAttendanceArgs>,
+        output_schema: schema_for::<AttendanceRecorded>,
+    };
+}

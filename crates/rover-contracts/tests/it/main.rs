@@ -1,0 +1,8 @@
+//! Integration tests of the contracts crate: the registry's conventions, the turn identity, the wire
+//! framing and the runtime context's shape.
+
+mod context;
+mod fixtures;
+mod identity;
+mod registry;
+mod wire;
