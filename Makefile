@@ -1,0 +1,34 @@
+# Rover's entry points. `make run` and `make test` are the two commands the README leads with.
+.DEFAULT_GOAL := help
+SHELL := bash
+CARGO ?= cargo
+NEXTEST_PROFILE := $(if $(CI),ci,default)
+
+.PHONY: help run test lint fmt services build
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+services: ## Start the local RabbitMQ and Postgres if they are installed but stopped.
+	@deploy/local/ensure-services.sh
+
+build: ## Build every crate and binary.
+	$(CARGO) build --workspace --bins
+
+run: services build ## Run the three services against the local broker (Ctrl-C stops them).
+	@deploy/local/run.sh
+
+test: services build ## Run every test against the real RabbitMQ and Postgres.
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE); \
+	else \
+		echo "cargo-nextest not found; using cargo test (install it with: cargo install cargo-nextest --locked)"; \
+		$(CARGO) test --workspace; \
+	fi
+
+lint: ## Formatting and clippy, warnings as errors.
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt: ## Format the code.
+	$(CARGO) fmt --all

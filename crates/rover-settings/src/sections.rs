@@ -1,0 +1,135 @@
+//! The settings sections services compose their `Settings` from.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Secret;
+
+/// RabbitMQ.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AmqpSettings {
+    /// `amqp://user:password@host:port/vhost` (the vhost URL-encoded: `%2f` is `/`).
+    pub url: Secret<String>,
+    /// Prefix of every exchange and queue name, so several deployments can share a broker.
+    pub prefix: String,
+    /// Unacknowledged messages a consumer holds at once.
+    pub prefetch: u16,
+    /// Deliveries of one message before it is dead-lettered.
+    pub delivery_limit: u32,
+    /// Deadline of one tool RPC attempt, in milliseconds.
+    pub rpc_attempt_timeout_ms: u64,
+    /// Attempts of one tool RPC (retries re-send the same call id).
+    pub rpc_attempts: u32,
+}
+
+impl Default for AmqpSettings {
+    fn default() -> Self {
+        Self {
+            url: Secret::new("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned()),
+            prefix: "rover".to_owned(),
+            prefetch: 16,
+            delivery_limit: 5,
+            rpc_attempt_timeout_ms: 10_000,
+            rpc_attempts: 3,
+        }
+    }
+}
+
+/// Postgres.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatabaseSettings {
+    /// Connection URL of the application role (not the owner, not a superuser).
+    pub url: Secret<String>,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self {
+            url: Secret::new("postgres://rover_app@127.0.0.1:5432/rover".to_owned()),
+            max_connections: 10,
+        }
+    }
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Readable lines for a terminal.
+    #[default]
+    Human,
+    /// One JSON object per line, for log collectors in production.
+    Json,
+}
+
+/// Logging and tracing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TelemetrySettings {
+    /// Human lines or JSON.
+    pub format: LogFormat,
+    /// A `tracing` filter directive (`info`, `rover_worker=debug,info`). `RUST_LOG` overrides it.
+    pub filter: String,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Human,
+            filter: "info".to_owned(),
+        }
+    }
+}
+
+/// The HTTP listener of a service (the API for the gateway; health and metrics for the others).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpSettings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+}
+
+impl HttpSettings {
+    /// Listen on `addr`.
+    pub fn on(addr: ([u8; 4], u16)) -> Self {
+        Self {
+            listen: SocketAddr::from(addr),
+        }
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self::on(([127, 0, 0, 1], 8080))
+    }
+}
+
+/// An OpenAI-compatible model endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelSettings {
+    /// Base URL ending in `/v1`.
+    pub base_url: String,
+    /// API key (any non-empty text for the scripted model).
+    pub api_key: Secret<String>,
+    /// Model name sent with each request.
+    pub name: String,
+    /// Deadline of one model request, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            base_url: "http://127.0.0.1:8090/v1".to_owned(),
+            api_key: Secret::new("scripted".to_owned()),
+            name: "rover-scripted".to_owned(),
+            timeout_ms: 60_000,
+        }
+    }
+}

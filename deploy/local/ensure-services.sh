@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Makes sure the local RabbitMQ and Postgres that Rover's demo and tests use are running.
+# Starts them if they are installed but stopped; says exactly what to install if they are not.
+# Idempotent: running it with both already up changes nothing.
+set -euo pipefail
+
+say() { printf 'rover: %s\n' "$*" >&2; }
+
+ensure_rabbitmq() {
+  if ! command -v rabbitmqctl >/dev/null 2>&1; then
+    say "RabbitMQ is not installed. Install it with: apt-get install -y rabbitmq-server"
+    return 1
+  fi
+  if rabbitmqctl -q status >/dev/null 2>&1; then
+    return 0
+  fi
+  say "starting RabbitMQ (rabbitmq-server -detached)"
+  rabbitmq-server -detached >/dev/null 2>&1 || true
+  if ! timeout 120 rabbitmqctl -q await_startup >/dev/null 2>&1; then
+    say "RabbitMQ did not start; see /var/log/rabbitmq/ and try: rabbitmq-server -detached"
+    return 1
+  fi
+  say "RabbitMQ is up"
+}
+
+ensure_postgres() {
+  if ! command -v pg_isready >/dev/null 2>&1; then
+    say "Postgres is not installed. Install it with: apt-get install -y postgresql"
+    return 1
+  fi
+  if pg_isready -q -h 127.0.0.1 -p 5432; then
+    return 0
+  fi
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$version" ]; then
+    say "no Postgres cluster under /etc/postgresql; create one with: pg_createcluster <version> main"
+    return 1
+  fi
+  say "starting Postgres $version (pg_ctlcluster $version main start)"
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start >/dev/null 2>&1 || true
+  for _ in $(seq 1 60); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && { say "Postgres is up"; return 0; }
+    sleep 1
+  done
+  say "Postgres did not start; try: pg_ctlcluster --skip-systemctl-redirect $version main start"
+  return 1
+}
+
+ensure_rabbitmq
+ensure_postgres

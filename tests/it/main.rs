@@ -1,0 +1,3 @@
+//! Rover's cross-service tests. Each module is one feature; each test starts what it needs.
+
+mod cli;
