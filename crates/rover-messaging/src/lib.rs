@@ -1,1 +1,65 @@
-//! placeholder
+//! Rover's RabbitMQ layer, and the only crate that touches `lapin`.
+//!
+//! - [`Topology`] names and declares the exchanges and queues (quorum work queues with a
+//!   delivery limit and dead-lettering).
+//! - [`Broker`] owns the connection and keeps it alive.
+//! - [`Publisher`] publishes with confirms and `mandatory`, so unroutable or nacked messages
+//!   are errors.
+//! - [`RpcClient`] and [`Broker::serve_rpc`] do request/reply over Direct Reply-to, with a
+//!   deadline per attempt and retries under the same call id.
+//! - [`Broker::consume`] runs handlers concurrently up to the prefetch and settles each
+//!   message with the handler's [`Outcome`]; [`Broker::consume_decoded`] rejects what does
+//!   not decode; [`Broker::subscribe`] consumes a per-connection fan-out queue;
+//!   [`ConsumerHandle::shutdown`] drains the handlers.
+//! - [`inject`] and [`extract`] carry W3C trace context in message headers; publishing and
+//!   consuming use them on every message.
+//!
+//! # Recovery
+//!
+//! A supervisor task, not lapin's built-in auto-recovery, keeps the connection alive. It
+//! waits for the connection to fail (an error event, or a closed status), reconnects with
+//! exponential backoff for as long as it takes, redeclares every topology passed to
+//! [`Broker::declare`], then publishes the new connection and bumps a generation counter
+//! ([`Broker::connected`]).
+//!
+//! Everything else is lazy: a publisher, an RPC client or a consumer holds a channel, and
+//! when that channel turns out dead it opens a new one on whatever connection is current
+//! (waiting for the supervisor if there is none). Consumers re-subscribe, subscriptions
+//! declare a fresh queue, the RPC client starts a new Direct Reply-to consumer before it
+//! publishes again.
+//!
+//! Why not lapin's `enable_auto_recover`: by default it gives up after 16 reconnect
+//! attempts, so a long broker outage would still need a process restart; every call site
+//! must still catch the error and call `wait_for_recovery`; and replaying per-channel state
+//! (server-named queues, the Direct Reply-to consumer, confirm mode) happens inside the
+//! library where tests cannot observe it. One rule — "if your channel is dead, open another
+//! on the current connection" — plus a supervisor that never gives up is simpler to reason
+//! about, and both failure modes (the broker closing the connection, the broker being
+//! unreachable for a while) are covered by this crate's integration tests.
+//!
+//! What recovery does not hide: a message whose publish was not confirmed before the
+//! connection died is published again (at least once — consumers deduplicate by message or
+//! call id), an RPC reply in flight is lost (the attempt times out and is retried), and
+//! messages being handled when the connection died are redelivered by the broker.
+
+mod broker;
+mod consume;
+mod error;
+mod publish;
+mod rpc;
+mod topology;
+mod trace;
+
+pub use broker::{Broker, BrokerOptions};
+pub use consume::{ConsumerHandle, ConsumerOptions, Delivery, Outcome};
+pub use error::{AmqpError, MessagingError, PublishError, RpcError};
+pub use publish::{OutgoingMessage, Publisher};
+pub use rpc::{DIRECT_REPLY_TO, RpcClient, RpcOptions};
+pub use topology::{TURN_ROUTING_KEY, Topology, turn_event_routing_key};
+pub use trace::{Headers, extract, inject};
+
+/// Checks that `value` fits AMQP's 255-byte limit for names, keys and ids.
+pub(crate) fn short(value: &str) -> Result<lapin::types::ShortString, MessagingError> {
+    lapin::types::ShortString::try_new(value)
+        .map_err(|_| MessagingError::NameTooLong(value.to_owned()))
+}

@@ -1,0 +1,353 @@
+//! RPC over RabbitMQ Direct Reply-to: the caller side (`RpcClient`, with deadlines and
+//! retries under one call id) and the server side (`Broker::serve_rpc`).
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::{FutureExt, StreamExt};
+use lapin::{
+    Channel, Consumer, options::BasicConsumeOptions, types::FieldTable, types::ShortString,
+};
+use tokio::{sync::oneshot, time::Instant};
+
+use crate::{
+    Broker, ConsumerHandle, ConsumerOptions, Delivery, MessagingError, Outcome, OutgoingMessage,
+    PublishError, RpcError,
+    consume::{Handler, Source, start},
+    publish::{Prepared, SendError, open_confirm_channel, send},
+    short,
+};
+
+/// The pseudo-queue replies are addressed to: RabbitMQ routes a reply straight to the channel
+/// that published the request, with no reply queue.
+pub const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+/// Deadlines of an [`RpcClient`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RpcOptions {
+    /// How long one attempt (publish and wait for the reply) may take.
+    pub attempt_timeout: Duration,
+    /// How many attempts, all with the same call id, before giving up. At least 1.
+    pub attempts: u32,
+}
+
+impl Default for RpcOptions {
+    fn default() -> Self {
+        Self {
+            attempt_timeout: Duration::from_secs(10),
+            attempts: 3,
+        }
+    }
+}
+
+/// Calls waiting for their reply, by call id.
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>>;
+
+fn lock(pending: &Pending) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Vec<u8>>>> {
+    pending.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes RPC calls over Direct Reply-to.
+///
+/// Direct Reply-to is at most once: a reply is lost if the caller's channel dies. So every
+/// call has a deadline per attempt and is retried under the **same call id** (sent as the
+/// correlation id), which lets an idempotent server return its stored result. Replies that
+/// arrive after their call gave up, or for no known call, are dropped and counted
+/// ([`RpcClient::late_replies`]).
+///
+/// One client serves many concurrent calls over one channel. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RpcClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    broker: Broker,
+    options: RpcOptions,
+    pending: Pending,
+    late_replies: Arc<AtomicU64>,
+    /// The channel requests are published on and replies arrive on, with the task that
+    /// routes replies to their callers.
+    reply_channel: tokio::sync::Mutex<Option<ReplyChannel>>,
+}
+
+struct ReplyChannel {
+    channel: Channel,
+    dispatcher: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for ReplyChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyChannel")
+            .field("channel", &self.channel.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ReplyChannel {
+    // Stopping the dispatcher drops its consumer, which closes the channel.
+    fn drop(&mut self) {
+        self.dispatcher.abort();
+    }
+}
+
+/// Removes a call from the pending map however the call ends.
+struct Registration<'a> {
+    pending: &'a Pending,
+    call_id: &'a str,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        lock(self.pending).remove(self.call_id);
+    }
+}
+
+impl Broker {
+    /// An RPC client with its own reply channel, opened on first use and reopened after a
+    /// reconnect.
+    pub fn rpc_client(&self, options: RpcOptions) -> RpcClient {
+        RpcClient {
+            inner: Arc::new(Inner {
+                broker: self.clone(),
+                options,
+                pending: Pending::default(),
+                late_replies: Arc::default(),
+                reply_channel: tokio::sync::Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Serves RPC requests from `queue`: `handler` turns a request into reply bytes, which are
+    /// published to the request's `reply_to` through the default exchange with its
+    /// correlation id; then the request is acked.
+    ///
+    /// `Err(outcome)` from the handler settles the request with that outcome and sends no
+    /// reply (for example [`Outcome::Retry`] when a dependency is down). A request without
+    /// `reply_to` is rejected. A reply to a caller that is gone is dropped by the broker and
+    /// the request still acked (the caller's retry asks again); a reply that cannot be
+    /// published at all requeues the request.
+    pub async fn serve_rpc<F, Fut>(
+        &self,
+        queue: &str,
+        options: ConsumerOptions,
+        handler: F,
+    ) -> Result<ConsumerHandle, MessagingError>
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, Outcome>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let publisher = self.publisher();
+        let serve: Handler = Arc::new(move |request: Delivery| {
+            let handler = handler.clone();
+            let publisher = publisher.clone();
+            async move {
+                let Some(reply_to) = request.reply_to.clone() else {
+                    tracing::warn!(
+                        message_id = request.message_id.as_deref(),
+                        "rejecting an RPC request without reply_to"
+                    );
+                    return Outcome::Reject;
+                };
+                let correlation_id = request.correlation_id.clone();
+                let body = match handler(request).await {
+                    Ok(body) => body,
+                    Err(outcome) => return outcome,
+                };
+                let mut reply = OutgoingMessage::new(body).transient();
+                reply.correlation_id = correlation_id;
+                match publisher.publish_reply(&reply_to, reply).await {
+                    Ok(()) => Outcome::Ack,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not publish the reply; requeueing the request");
+                        Outcome::Retry
+                    }
+                }
+            }
+            .boxed()
+        });
+        start(self, Source::Queue(queue.to_owned()), options, serve).await
+    }
+}
+
+impl RpcClient {
+    /// Sends `body` to `exchange` with `routing_key` and waits for the reply whose correlation
+    /// id is `call_id`.
+    ///
+    /// Each attempt has its own deadline; a timed-out attempt is sent again with the same
+    /// call id. Fails with [`RpcError::DeadlineExceeded`] after
+    /// `attempts × attempt_timeout` at most, or at once if the request cannot be routed.
+    #[tracing::instrument(
+        name = "rover.messaging.rpc",
+        skip_all,
+        fields(
+            otel.kind = "client",
+            messaging.system = "rabbitmq",
+            messaging.destination.name = %exchange,
+            messaging.rabbitmq.destination.routing_key = %routing_key,
+            call_id = %call_id,
+        ),
+    )]
+    pub async fn call(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        call_id: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let request = OutgoingMessage::new(body)
+            .with_correlation_id(call_id)
+            .with_reply_to(DIRECT_REPLY_TO)
+            .transient();
+        let request = Prepared::new(routing_key, request).map_err(PublishError::from)?;
+        let exchange = short(exchange).map_err(PublishError::from)?;
+
+        let (reply_tx, mut reply_rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.inner.pending);
+            if pending.contains_key(call_id) {
+                return Err(RpcError::DuplicateCallId(call_id.to_owned()));
+            }
+            pending.insert(call_id.to_owned(), reply_tx);
+        }
+        let _registration = Registration {
+            pending: &self.inner.pending,
+            call_id,
+        };
+
+        let RpcOptions {
+            attempt_timeout,
+            attempts,
+        } = self.inner.options;
+        let attempts = attempts.max(1);
+        for attempt in 1..=attempts {
+            let deadline = Instant::now() + attempt_timeout;
+            let attempt_result =
+                tokio::time::timeout_at(deadline, self.attempt(&exchange, &request, &mut reply_rx))
+                    .await;
+            match attempt_result {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(error)) => return Err(error.into()),
+                Err(_) => tracing::warn!(attempt, attempts, "no reply within the attempt deadline"),
+            }
+        }
+        Err(RpcError::DeadlineExceeded {
+            call_id: call_id.to_owned(),
+            attempts,
+            attempt_timeout,
+        })
+    }
+
+    /// How many replies arrived after their call had given up (or for no call at all) and
+    /// were dropped.
+    pub fn late_replies(&self) -> u64 {
+        self.inner.late_replies.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the request (again, on a new channel, if the channel is lost before the
+    /// broker confirms it) and waits for the reply. The caller bounds it with the deadline.
+    async fn attempt(
+        &self,
+        exchange: &ShortString,
+        request: &Prepared,
+        reply: &mut oneshot::Receiver<Vec<u8>>,
+    ) -> Result<Vec<u8>, PublishError> {
+        loop {
+            let channel = self.reply_channel().await?;
+            match send(&channel, exchange, request).await {
+                Ok(()) => break,
+                Err(SendError::Failed(error)) => return Err(error),
+                Err(SendError::Lost(error)) => {
+                    tracing::debug!(%error, "channel lost while sending the request; sending again");
+                }
+            }
+        }
+        match reply.await {
+            Ok(reply) => Ok(reply),
+            // The sender lives in the pending map until a reply comes, so this cannot
+            // happen; wait for the deadline rather than invent an outcome.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// The live reply channel, or a new one (consumer first, as Direct Reply-to requires).
+    async fn reply_channel(&self) -> Result<Channel, PublishError> {
+        let mut slot = self.inner.reply_channel.lock().await;
+        loop {
+            if let Some(current) = slot
+                .as_ref()
+                .filter(|c| c.channel.status().connected() && !c.dispatcher.is_finished())
+            {
+                return Ok(current.channel.clone());
+            }
+            *slot = None;
+            match self.open_reply_channel().await {
+                Ok(opened) => *slot = Some(opened),
+                Err(MessagingError::Amqp { source, .. }) if !source.is_refusal() => {
+                    tracing::debug!(error = %source, "could not open the reply channel; retrying");
+                    tokio::time::sleep(self.inner.broker.options().reconnect_backoff_min).await;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
+    async fn open_reply_channel(&self) -> Result<ReplyChannel, MessagingError> {
+        let channel = open_confirm_channel(&self.inner.broker).await?;
+        let options = BasicConsumeOptions {
+            no_ack: true,
+            ..BasicConsumeOptions::default()
+        };
+        let consumer = channel
+            .basic_consume(
+                DIRECT_REPLY_TO.into(),
+                "".into(),
+                options,
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| MessagingError::amqp("consume direct replies", e))?;
+        let dispatcher = tokio::spawn(dispatch(
+            consumer,
+            self.inner.pending.clone(),
+            self.inner.late_replies.clone(),
+        ));
+        Ok(ReplyChannel {
+            channel,
+            dispatcher,
+        })
+    }
+}
+
+/// Routes each reply to the call waiting for its correlation id; counts the rest.
+async fn dispatch(mut replies: Consumer, pending: Pending, late_replies: Arc<AtomicU64>) {
+    while let Some(reply) = replies.next().await {
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::debug!(%error, "reply channel closed");
+                return;
+            }
+        };
+        let call_id = reply
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|id| id.as_str());
+        let waiter = call_id.and_then(|id| lock(&pending).remove(id));
+        let delivered = waiter.is_some_and(|waiter| waiter.send(reply.data).is_ok());
+        if !delivered {
+            late_replies.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(call_id, "dropping a late or unknown RPC reply");
+        }
+    }
+}

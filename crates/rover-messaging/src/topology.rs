@@ -1,0 +1,241 @@
+//! Rover's exchanges and queues, named from a prefix, and the code that declares them.
+
+use std::time::Duration;
+
+use lapin::{
+    Channel, ExchangeKind,
+    options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
+    types::{AMQPValue, FieldTable, LongString},
+};
+
+use crate::MessagingError;
+
+/// Routing key of turn requests on the turns exchange.
+pub const TURN_ROUTING_KEY: &str = "turn";
+
+/// Routing key of the events of one turn on the turn-events exchange: `turn.<turn_id>`.
+pub fn turn_event_routing_key(turn_id: &str) -> String {
+    format!("turn.{turn_id}")
+}
+
+/// Rover's RabbitMQ topology. Every name derives from a prefix (default `rover`), so tests
+/// and parallel deployments can use their own.
+///
+/// | name | kind |
+/// |---|---|
+/// | `{p}.turns` | durable direct exchange |
+/// | `{p}.turns` | quorum queue, bound with [`TURN_ROUTING_KEY`] |
+/// | `{p}.turn-events` | durable topic exchange, routing key `turn.<turn_id>` |
+/// | `{p}.tools` | durable topic exchange, routing key = the tool's event |
+/// | `{p}.tools` | quorum queue, bound with `#` |
+/// | `{p}.dead` | durable direct dead-letter exchange |
+/// | `{p}.turns.dead`, `{p}.tools.dead` | quorum queues, bound by their source queue's name |
+///
+/// The work queues carry an explicit delivery limit (RabbitMQ 3.10 has none by default, so a
+/// poison message would loop forever) and dead-letter to `{p}.dead` with their own name as
+/// routing key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    prefix: String,
+    delivery_limit: u32,
+    consumer_timeout: Duration,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self::new("rover")
+    }
+}
+
+impl Topology {
+    /// Default number of redeliveries before a work queue dead-letters a message.
+    pub const DEFAULT_DELIVERY_LIMIT: u32 = 5;
+    /// Default time a consumer may hold an unacknowledged message (`x-consumer-timeout`).
+    pub const DEFAULT_CONSUMER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+    /// A topology whose names start with `prefix`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            delivery_limit: Self::DEFAULT_DELIVERY_LIMIT,
+            consumer_timeout: Self::DEFAULT_CONSUMER_TIMEOUT,
+        }
+    }
+
+    /// Sets how many times a work queue redelivers a message before dead-lettering it.
+    #[must_use]
+    pub fn with_delivery_limit(mut self, delivery_limit: u32) -> Self {
+        self.delivery_limit = delivery_limit;
+        self
+    }
+
+    /// Sets the work queues' `x-consumer-timeout`. RabbitMQ 3.12 and later honour it; 3.10
+    /// ignores the argument and applies the server-wide `consumer_timeout` instead.
+    #[must_use]
+    pub fn with_consumer_timeout(mut self, consumer_timeout: Duration) -> Self {
+        self.consumer_timeout = consumer_timeout;
+        self
+    }
+
+    /// The prefix every name starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The work queues' delivery limit.
+    pub fn delivery_limit(&self) -> u32 {
+        self.delivery_limit
+    }
+
+    /// `{p}.turns`: the direct exchange turn requests are published to.
+    pub fn turns_exchange(&self) -> String {
+        format!("{}.turns", self.prefix)
+    }
+
+    /// `{p}.turns`: the quorum queue all workers consume.
+    pub fn turns_queue(&self) -> String {
+        format!("{}.turns", self.prefix)
+    }
+
+    /// `{p}.turn-events`: the topic exchange workers publish turn events to.
+    pub fn turn_events_exchange(&self) -> String {
+        format!("{}.turn-events", self.prefix)
+    }
+
+    /// `{p}.tools`: the topic exchange tool requests are published to.
+    pub fn tools_exchange(&self) -> String {
+        format!("{}.tools", self.prefix)
+    }
+
+    /// `{p}.tools`: the quorum queue all tool servers consume.
+    pub fn tools_queue(&self) -> String {
+        format!("{}.tools", self.prefix)
+    }
+
+    /// `{p}.dead`: the dead-letter exchange of the work queues.
+    pub fn dead_letter_exchange(&self) -> String {
+        format!("{}.dead", self.prefix)
+    }
+
+    /// `{p}.turns.dead`: where rejected and poison turns end up.
+    pub fn turns_dead_queue(&self) -> String {
+        format!("{}.turns.dead", self.prefix)
+    }
+
+    /// `{p}.tools.dead`: where rejected and poison tool requests end up.
+    pub fn tools_dead_queue(&self) -> String {
+        format!("{}.tools.dead", self.prefix)
+    }
+
+    /// Declares everything on `channel`. Every declaration is idempotent as long as the
+    /// arguments do not change (RabbitMQ refuses to redeclare a queue with other arguments).
+    pub(crate) async fn declare_on(&self, channel: &Channel) -> Result<(), MessagingError> {
+        let dead = self.dead_letter_exchange();
+        for (exchange, kind) in [
+            (self.turns_exchange(), ExchangeKind::Direct),
+            (self.turn_events_exchange(), ExchangeKind::Topic),
+            (self.tools_exchange(), ExchangeKind::Topic),
+            (dead.clone(), ExchangeKind::Direct),
+        ] {
+            let options = ExchangeDeclareOptions {
+                durable: true,
+                ..ExchangeDeclareOptions::default()
+            };
+            channel
+                .exchange_declare(
+                    crate::short(&exchange)?,
+                    kind,
+                    options,
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| MessagingError::amqp(format!("declare exchange {exchange}"), e))?;
+        }
+        for (work_queue, dead_queue, exchange, binding_key) in [
+            (
+                self.turns_queue(),
+                self.turns_dead_queue(),
+                self.turns_exchange(),
+                TURN_ROUTING_KEY,
+            ),
+            (
+                self.tools_queue(),
+                self.tools_dead_queue(),
+                self.tools_exchange(),
+                "#",
+            ),
+        ] {
+            declare_queue(channel, &dead_queue, quorum_arguments()).await?;
+            bind(channel, &dead_queue, &dead, &work_queue).await?;
+            declare_queue(channel, &work_queue, self.work_queue_arguments(&work_queue)).await?;
+            bind(channel, &work_queue, &exchange, binding_key).await?;
+        }
+        Ok(())
+    }
+
+    fn work_queue_arguments(&self, queue: &str) -> FieldTable {
+        let mut arguments = quorum_arguments();
+        arguments.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongLongInt(self.delivery_limit.into()),
+        );
+        arguments.insert(
+            "x-dead-letter-exchange".into(),
+            long_string(&self.dead_letter_exchange()),
+        );
+        arguments.insert("x-dead-letter-routing-key".into(), long_string(queue));
+        arguments.insert(
+            "x-consumer-timeout".into(),
+            AMQPValue::LongLongInt(
+                i64::try_from(self.consumer_timeout.as_millis()).unwrap_or(i64::MAX),
+            ),
+        );
+        arguments
+    }
+}
+
+fn quorum_arguments() -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert("x-queue-type".into(), long_string("quorum"));
+    arguments
+}
+
+fn long_string(value: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(value))
+}
+
+async fn declare_queue(
+    channel: &Channel,
+    queue: &str,
+    arguments: FieldTable,
+) -> Result<(), MessagingError> {
+    let options = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(crate::short(queue)?, options, arguments)
+        .await
+        .map_err(|e| MessagingError::amqp(format!("declare queue {queue}"), e))?;
+    Ok(())
+}
+
+pub(crate) async fn bind(
+    channel: &Channel,
+    queue: &str,
+    exchange: &str,
+    binding_key: &str,
+) -> Result<(), MessagingError> {
+    channel
+        .queue_bind(
+            crate::short(queue)?,
+            crate::short(exchange)?,
+            crate::short(binding_key)?,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| {
+            MessagingError::amqp(format!("bind {queue} to {exchange} with {binding_key}"), e)
+        })
+}

@@ -1,0 +1,10 @@
+//! Integration tests of rover-messaging against the real RabbitMQ. Each test runs in its own
+//! vhost, so tests can run in parallel and `close_all_connections` only hits its own test.
+
+mod consume;
+mod helpers;
+mod publish;
+mod recovery;
+mod rpc;
+mod topology;
+mod trace;

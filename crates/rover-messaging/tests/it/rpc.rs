@@ -1,0 +1,216 @@
+//! RPC over Direct Reply-to: round trips, deadlines, retries under one call id, late replies.
+
+use std::{sync::Arc, time::Duration};
+
+use futures::future::join_all;
+use rover_messaging::{ConsumerOptions, OutgoingMessage, RpcError, RpcOptions};
+use tokio::{sync::Notify, time::Instant};
+
+use crate::helpers::{body, collect, next, spawn_app, within};
+
+/// An echo server that answers `<correlation id>:<body>`.
+async fn echo_server(app: &crate::helpers::TestApp) -> rover_messaging::ConsumerHandle {
+    let options = ConsumerOptions {
+        prefetch: 20,
+        ..ConsumerOptions::default()
+    };
+    within(
+        "start echo server",
+        app.broker
+            .serve_rpc(&app.topology.tools_queue(), options, |request| async move {
+                let call_id = request.correlation_id.unwrap_or_default();
+                Ok(format!("{call_id}:{}", String::from_utf8_lossy(&request.body)).into_bytes())
+            }),
+    )
+    .await
+    .expect("serves")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_gets_its_reply_and_many_concurrent_calls_get_theirs() {
+    let app = spawn_app().await;
+    let _server = echo_server(&app).await;
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(5),
+        attempts: 1,
+    });
+    let exchange = app.topology.tools_exchange();
+
+    let reply = within(
+        "one call",
+        client.call(&exchange, "echo", "call-1", b"hi".to_vec()),
+    )
+    .await
+    .expect("replies");
+    assert_eq!(reply, b"call-1:hi");
+
+    let calls = (0..200).map(|i| {
+        let client = client.clone();
+        let exchange = exchange.clone();
+        async move {
+            let call_id = format!("call-{i}");
+            client
+                .call(&exchange, "echo", &call_id, i.to_string().into_bytes())
+                .await
+        }
+    });
+    let replies = within("200 concurrent calls", join_all(calls)).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(
+            reply.expect("replies"),
+            format!("call-{i}:{i}").into_bytes()
+        );
+    }
+    assert_eq!(client.late_replies(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_server_the_call_fails_within_its_deadline_after_sending_the_same_call_id_each_attempt()
+ {
+    let app = spawn_app().await;
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_millis(300),
+        attempts: 3,
+    });
+    let exchange = app.topology.tools_exchange();
+
+    let started = Instant::now();
+    let result = within(
+        "call without a server",
+        client.call(&exchange, "search", "call-deadline", b"{}".to_vec()),
+    )
+    .await;
+    let elapsed = started.elapsed();
+
+    match result {
+        Err(RpcError::DeadlineExceeded {
+            call_id, attempts, ..
+        }) => {
+            assert_eq!(call_id, "call-deadline");
+            assert_eq!(attempts, 3);
+        }
+        other => panic!("expected DeadlineExceeded, got {other:?}"),
+    }
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "gave up early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(900 + 300),
+        "overran the deadline: {elapsed:?}"
+    );
+
+    // The three attempts wait in the queue, all under the same call id, and nothing else.
+    let publisher = app.broker.publisher();
+    within(
+        "publish marker",
+        publisher.publish(&exchange, "marker", OutgoingMessage::new("marker")),
+    )
+    .await
+    .expect("publishes");
+    let (_collector, mut received) = collect(&app.broker, &app.topology.tools_queue(), 1).await;
+    for attempt in 1..=3 {
+        let request = next(&mut received).await;
+        assert_eq!(
+            request.correlation_id.as_deref(),
+            Some("call-deadline"),
+            "attempt {attempt}"
+        );
+        assert!(
+            request
+                .reply_to
+                .as_deref()
+                .is_some_and(|r| r.starts_with("amq.rabbitmq.reply-to")),
+            "attempt {attempt} has a direct reply-to address: {:?}",
+            request.reply_to
+        );
+    }
+    assert_eq!(body(&next(&mut received).await), "marker");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_after_the_deadline_is_dropped_and_counted() {
+    let app = spawn_app().await;
+    let release = Arc::new(Notify::new());
+    let entered = Arc::new(Notify::new());
+    let options = ConsumerOptions {
+        // One request at a time: the late reply is sent before the next request is handled.
+        prefetch: 1,
+        ..ConsumerOptions::default()
+    };
+    let queue = app.topology.tools_queue();
+    let _server = within("start slow server", {
+        let release = release.clone();
+        let entered = entered.clone();
+        app.broker.serve_rpc(&queue, options, move |request| {
+            let release = release.clone();
+            let entered = entered.clone();
+            async move {
+                if request.body == b"slow" {
+                    entered.notify_one();
+                    release.notified().await;
+                }
+                Ok(request.body)
+            }
+        })
+    })
+    .await
+    .expect("serves");
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_millis(300),
+        attempts: 1,
+    });
+    let exchange = app.topology.tools_exchange();
+
+    let result = within(
+        "slow call",
+        client.call(&exchange, "slow", "call-late", b"slow".to_vec()),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(RpcError::DeadlineExceeded { .. })),
+        "{result:?}"
+    );
+    within("server saw the slow request", entered.notified()).await;
+    assert_eq!(client.late_replies(), 0);
+
+    release.notify_one();
+    let reply = within(
+        "next call",
+        client.call(&exchange, "fast", "call-next", b"fast".to_vec()),
+    )
+    .await
+    .expect("replies");
+    assert_eq!(reply, b"fast");
+    assert_eq!(client.late_replies(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_cannot_be_routed_fails_at_once() {
+    let app = spawn_app().await;
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(5),
+        attempts: 3,
+    });
+    let started = Instant::now();
+    let result = within(
+        "unroutable call",
+        client.call(
+            &app.topology.turns_exchange(),
+            "no-such-key",
+            "call-x",
+            b"{}".to_vec(),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(
+            result,
+            Err(RpcError::Publish(
+                rover_messaging::PublishError::Unroutable { .. }
+            ))
+        ),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

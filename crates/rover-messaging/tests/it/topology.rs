@@ -1,0 +1,138 @@
+//! Topology: what `Broker::declare` creates, that it can run twice, and routing through it.
+
+use rover_messaging::{
+    ConsumerOptions, Outcome, OutgoingMessage, PublishError, Topology, turn_event_routing_key,
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::helpers::{body, collect, next, spawn_app, within};
+
+fn find<'a>(rows: &'a [Value], key: &str, name: &str) -> &'a Value {
+    rows.iter()
+        .find(|row| row[key] == name)
+        .unwrap_or_else(|| panic!("no {name} in {rows:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn declare_creates_the_documented_topology_and_can_run_again() {
+    let app = spawn_app().await;
+    within("declare again", app.broker.declare(&Topology::default()))
+        .await
+        .expect("redeclaring is harmless");
+
+    let queues = app
+        .vhost
+        .list("list_queues", &["name", "type", "durable", "arguments"]);
+    for (queue, dead) in [
+        ("rover.turns", "rover.turns.dead"),
+        ("rover.tools", "rover.tools.dead"),
+    ] {
+        let row = find(&queues, "name", queue);
+        assert_eq!(row["type"], "quorum", "{row}");
+        assert_eq!(row["durable"], true, "{row}");
+        let arguments = &row["arguments"];
+        assert_eq!(arguments["x-queue-type"], "quorum", "{row}");
+        assert_eq!(arguments["x-delivery-limit"], 5, "{row}");
+        assert_eq!(arguments["x-dead-letter-exchange"], "rover.dead", "{row}");
+        assert_eq!(arguments["x-dead-letter-routing-key"], queue, "{row}");
+        assert_eq!(arguments["x-consumer-timeout"], 30 * 60 * 1000, "{row}");
+        assert_eq!(find(&queues, "name", dead)["type"], "quorum");
+    }
+
+    let exchanges = app
+        .vhost
+        .list("list_exchanges", &["name", "type", "durable"]);
+    for (exchange, kind) in [
+        ("rover.turns", "direct"),
+        ("rover.turn-events", "topic"),
+        ("rover.tools", "topic"),
+        ("rover.dead", "direct"),
+    ] {
+        let row = find(&exchanges, "name", exchange);
+        assert_eq!(row["type"], kind, "{row}");
+        assert_eq!(row["durable"], true, "{row}");
+    }
+
+    let bindings = app.vhost.list(
+        "list_bindings",
+        &["source_name", "destination_name", "routing_key"],
+    );
+    for binding in [
+        json!({"source_name": "rover.turns", "destination_name": "rover.turns", "routing_key": "turn"}),
+        json!({"source_name": "rover.tools", "destination_name": "rover.tools", "routing_key": "#"}),
+        json!({"source_name": "rover.dead", "destination_name": "rover.turns.dead", "routing_key": "rover.turns"}),
+        json!({"source_name": "rover.dead", "destination_name": "rover.tools.dead", "routing_key": "rover.tools"}),
+    ] {
+        assert!(
+            bindings.contains(&binding),
+            "missing {binding} in {bindings:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_tool_event_reaches_the_tools_queue_and_turn_events_reach_their_subscription() {
+    let app = spawn_app().await;
+    let publisher = app.broker.publisher();
+
+    within(
+        "publish tool request",
+        publisher.publish(
+            &app.topology.tools_exchange(),
+            "any.tool.event",
+            OutgoingMessage::new("tool"),
+        ),
+    )
+    .await
+    .expect("the tools queue takes every routing key");
+    let (_tools, mut tool_requests) = collect(&app.broker, &app.topology.tools_queue(), 1).await;
+    assert_eq!(body(&next(&mut tool_requests).await), "tool");
+
+    let events_exchange = app.topology.turn_events_exchange();
+    let queue = within(
+        "declare subscription",
+        app.broker
+            .declare_subscription(&events_exchange, &[&turn_event_routing_key("t1")]),
+    )
+    .await
+    .expect("declares");
+    assert!(queue.starts_with("amq.gen-"), "{queue}");
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let _gateway = within(
+        "consume subscription",
+        app.broker
+            .consume(&queue, ConsumerOptions::default(), move |delivery| {
+                let _ = tx.send(delivery);
+                async { Outcome::Ack }
+            }),
+    )
+    .await
+    .expect("consumes");
+
+    within(
+        "publish t1 event",
+        publisher.publish(
+            &events_exchange,
+            &turn_event_routing_key("t1"),
+            OutgoingMessage::new("e1"),
+        ),
+    )
+    .await
+    .expect("routable");
+    assert_eq!(body(&next(&mut events).await), "e1");
+
+    let result = within(
+        "publish t2 event",
+        publisher.publish(
+            &events_exchange,
+            &turn_event_routing_key("t2"),
+            OutgoingMessage::new("e2"),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(PublishError::Unroutable { .. })),
+        "{result:?}"
+    );
+}

@@ -1,0 +1,183 @@
+//! Test support shared by Rover's test suites (a dev-dependency only): a private RabbitMQ vhost
+//! per test, fresh Ed25519 turn-identity keys, and bounded waits so a failing test cannot hang CI.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
+use base64::Engine as _;
+use rover_contracts::identity::{TurnSigner, TurnVerifier};
+
+/// Upper bound on any single wait in a test.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Awaits `future`, panicking with `what` if it takes longer than [`WAIT`].
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?}: {what}"))
+}
+
+/// Runs `rabbitmqctl` and returns its standard output; panics if it fails.
+pub fn rabbitmqctl(args: &[&str]) -> String {
+    let output = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A RabbitMQ vhost that exists for one test and is deleted, with everything in it, when dropped.
+#[derive(Debug)]
+pub struct TestVhost {
+    /// The vhost's name (`rover-test-<uuid>`).
+    pub name: String,
+}
+
+impl TestVhost {
+    /// Creates the vhost and gives `guest` full rights on it.
+    pub fn create() -> Self {
+        let name = format!("rover-test-{}", uuid::Uuid::new_v4());
+        rabbitmqctl(&["add_vhost", &name]);
+        rabbitmqctl(&["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"]);
+        Self { name }
+    }
+
+    /// The AMQP URL of this vhost through `host` (RabbitMQ itself, or a proxy in front of it).
+    pub fn url_via(&self, host: SocketAddr) -> String {
+        format!("amqp://guest:guest@{host}/{}", self.name)
+    }
+
+    /// The AMQP URL of this vhost on the local broker.
+    pub fn url(&self) -> String {
+        self.url_via(SocketAddr::from(([127, 0, 0, 1], 5672)))
+    }
+
+    /// Has the broker close every connection of this vhost, and only this vhost.
+    pub async fn close_all_connections(&self) {
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || {
+            rabbitmqctl(&["close_all_connections", "--vhost", &name, "test"])
+        })
+        .await
+        .expect("rabbitmqctl task");
+    }
+
+    /// `rabbitmqctl list_<what> -p <vhost> <columns> --formatter json`, parsed; `arguments`
+    /// columns become objects.
+    pub fn list(&self, what: &str, columns: &[&str]) -> Vec<serde_json::Value> {
+        let mut args = vec![what, "-p", &self.name, "--formatter", "json", "-q"];
+        args.extend_from_slice(columns);
+        let mut rows: Vec<serde_json::Value> =
+            serde_json::from_str(&rabbitmqctl(&args)).expect("rabbitmqctl prints JSON");
+        // Arguments come as [name, type, value] triples: make them an object.
+        for row in &mut rows {
+            if let Some(triples) = row.get("arguments").and_then(|a| a.as_array()) {
+                let object: serde_json::Map<_, _> = triples
+                    .iter()
+                    .filter_map(|t| Some((t.get(0)?.as_str()?.to_owned(), t.get(2)?.clone())))
+                    .collect();
+                row["arguments"] = object.into();
+            }
+        }
+        rows
+    }
+}
+
+impl Drop for TestVhost {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &self.name])
+            .output();
+    }
+}
+
+/// A fresh Ed25519 key pair for turn identities, also written as PEM files for services that load
+/// their keys from settings.
+#[derive(Debug)]
+pub struct TurnKeys {
+    private_pkcs8: Vec<u8>,
+    public_raw: Vec<u8>,
+    dir: PathBuf,
+}
+
+impl TurnKeys {
+    /// Generates a key pair and writes `turn-identity.pem` and `turn-identity.pub.pem` to a fresh
+    /// temporary directory.
+    pub fn generate() -> Self {
+        let pkcs8 =
+            Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("generate an Ed25519 key");
+        let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("read the generated key");
+        let keys = Self {
+            private_pkcs8: pkcs8.as_ref().to_vec(),
+            public_raw: pair.public_key().as_ref().to_vec(),
+            dir: std::env::temp_dir().join(format!("rover-keys-{}", uuid::Uuid::new_v4())),
+        };
+        std::fs::create_dir_all(&keys.dir).expect("create the key directory");
+        std::fs::write(
+            keys.private_key_file(),
+            pem("PRIVATE KEY", &keys.private_pkcs8),
+        )
+        .expect("write the private key");
+        let mut spki = vec![
+            0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+        ];
+        spki.extend_from_slice(&keys.public_raw);
+        std::fs::write(keys.public_key_file(), pem("PUBLIC KEY", &spki))
+            .expect("write the public key");
+        keys
+    }
+
+    /// The private key as PEM on disk (what the gateway loads).
+    pub fn private_key_file(&self) -> PathBuf {
+        self.dir.join("turn-identity.pem")
+    }
+
+    /// The public key as PEM on disk (what the tool server loads).
+    pub fn public_key_file(&self) -> PathBuf {
+        self.dir.join("turn-identity.pub.pem")
+    }
+
+    /// A signer holding the private key.
+    pub fn signer(&self) -> TurnSigner {
+        TurnSigner::from_pkcs8_der(&self.private_pkcs8)
+    }
+
+    /// A verifier holding the public key.
+    pub fn verifier(&self) -> TurnVerifier {
+        TurnVerifier::from_public_key_bytes(&self.public_raw, chrono::Duration::hours(1))
+    }
+
+    /// The directory holding both files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for TurnKeys {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pem(label: &str, der: &[u8]) -> String {
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
