@@ -38,31 +38,26 @@ pub fn init_process() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
-/// Resolves on SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "Failed to listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// A future that resolves on SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C).
+///
+/// The handlers are installed when this is *called*, not when the future is first polled, so a
+/// signal that arrives while the service is still starting is not lost.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let (mut terminate, mut interrupt) = match (terminate, interrupt) {
+            (Ok(terminate), Ok(interrupt)) => (terminate, interrupt),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::error!(%error, "Failed to listen for shutdown signals; stop the process with SIGKILL");
+                return std::future::pending().await;
             }
-            Err(error) => {
-                tracing::error!(%error, "Failed to listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
+        };
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
+            _ = interrupt.recv() => tracing::info!("SIGINT (Ctrl-C) received, shutting down"),
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C received, shutting down"),
-        () = terminate => tracing::info!("SIGTERM received, shutting down"),
     }
 }
 
@@ -84,11 +79,12 @@ where
         }
         return Ok(());
     }
+    let shutdown = shutdown_signal();
     let _telemetry = rover_telemetry::init(settings.telemetry(), service)
         .context("Failed to start telemetry")?;
     let rendered = serde_json::to_string(&settings).context("Failed to render settings")?;
     tracing::info!(service, version = env!("CARGO_PKG_VERSION"), settings = %rendered, "starting");
-    let result = app(settings, Box::pin(shutdown_signal())).await;
+    let result = app(settings, Box::pin(shutdown)).await;
     match &result {
         Ok(()) => tracing::info!(service, "stopped"),
         Err(error) => tracing::error!(service, error = format!("{error:#}"), "failed"),
