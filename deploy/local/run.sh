@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
-# Runs Rover's three services in the foreground against the local broker and database, with
-# human-readable logs, until Ctrl-C. `make run` calls it after building.
+# Runs Rover locally, in the foreground, until Ctrl-C: `make run` calls it after building.
+#   1. a development Ed25519 key pair for turn identities (target/dev/, made once with openssl);
+#   2. the database, its two roles, the schema and the demo schools (`rover-toolserver db setup --demo`,
+#      idempotent);
+#   3. the three services, with human-readable logs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=target/debug
+dev=target/dev
+mkdir -p "$dev"
+
+if [ ! -f "$dev/turn-identity.pem" ]; then
+  openssl genpkey -algorithm ed25519 -out "$dev/turn-identity.pem" 2>/dev/null
+  openssl pkey -in "$dev/turn-identity.pem" -pubout -out "$dev/turn-identity.pub.pem"
+  echo "rover: made a development turn-identity key pair in $dev/" >&2
+fi
+export ROVER_IDENTITY__PUBLIC_KEY_FILE="$PWD/$dev/turn-identity.pub.pem"
+
+"$bin/rover-toolserver" db setup --demo
+
 pids=()
 stop() {
   trap - INT TERM EXIT

@@ -50,7 +50,7 @@ pub struct DatabaseSettings {
 impl Default for DatabaseSettings {
     fn default() -> Self {
         Self {
-            url: Secret::new("postgres://rover_app@127.0.0.1:5432/rover".to_owned()),
+            url: Secret::new("postgres://rover_app:rover_app_dev@127.0.0.1:5432/rover".to_owned()),
             max_connections: 10,
         }
     }

@@ -1,10 +1,28 @@
-//! `rover-toolserver`, Rover's tool server: consumes tool RPCs and runs the secure `execute()`
-//! pipeline against the school domain. Until its issue lands it starts, logs its settings and
-//! waits for a shutdown signal.
+//! `rover-toolserver`, Rover's tool server: consumes tool RPCs from the tools queue and runs every
+//! call through one `execute()` pipeline (see [`pipeline`]) against the school domain.
+//!
+//! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
+//! stops consuming, lets the calls in flight finish, and exits. Tests drive the very same code.
 
-use serde::{Deserialize, Serialize};
+pub mod database;
+mod dispatch;
+mod health;
+pub mod pipeline;
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rover_contracts::identity::TurnVerifier;
+use rover_messaging::{Broker, BrokerOptions, ConsumerOptions, Topology};
 use rover_settings::{AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings};
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgPoolOptions;
+
+pub use pipeline::Pipeline;
 
 /// The tool server's settings (`rover-toolserver --print-config` shows the effective ones).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,6 +34,8 @@ pub struct Settings {
     pub amqp: AmqpSettings,
     /// The school database, as the application role.
     pub database: DatabaseSettings,
+    /// How turn identities are verified.
+    pub identity: IdentitySettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
 }
@@ -26,8 +46,44 @@ impl Default for Settings {
             http: HttpSettings::on(([127, 0, 0, 1], 9092)),
             amqp: AmqpSettings::default(),
             database: DatabaseSettings::default(),
+            identity: IdentitySettings::default(),
             telemetry: TelemetrySettings::default(),
         }
+    }
+}
+
+/// The gateway's public key, which every tool call's turn identity must verify against.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IdentitySettings {
+    /// PEM file of the gateway's Ed25519 public key (`-----BEGIN PUBLIC KEY-----`).
+    pub public_key_file: Option<PathBuf>,
+    /// Longest lifetime a turn identity may claim, in seconds.
+    pub max_lifetime_secs: u64,
+}
+
+impl Default for IdentitySettings {
+    fn default() -> Self {
+        Self {
+            public_key_file: None,
+            max_lifetime_secs: 3600,
+        }
+    }
+}
+
+impl IdentitySettings {
+    /// Loads the verifier, or says exactly what is missing.
+    pub fn verifier(&self) -> anyhow::Result<TurnVerifier> {
+        let path = self.public_key_file.as_ref().context(
+            "identity.public_key_file is not set: the tool server needs the gateway's Ed25519 public key \
+             (ROVER_IDENTITY__PUBLIC_KEY_FILE)",
+        )?;
+        let pem =
+            std::fs::read(path).with_context(|| format!("Failed to read {}", path.display()))?;
+        let max_lifetime =
+            chrono::Duration::seconds(i64::try_from(self.max_lifetime_secs).unwrap_or(i64::MAX));
+        TurnVerifier::from_pem(&pem, max_lifetime)
+            .with_context(|| format!("Failed to load {}", path.display()))
     }
 }
 
@@ -37,12 +93,111 @@ impl rover_service::Telemetry for Settings {
     }
 }
 
-/// Runs the tool server until `shutdown` resolves.
-pub async fn run(
+/// A built tool server: connected, bound, not yet consuming.
+#[derive(Debug)]
+pub struct App {
     settings: Settings,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    tracing::info!(prefix = %settings.amqp.prefix, "tool server ready (tools arrive with the tool server issue); waiting for shutdown");
-    shutdown.await;
-    Ok(())
+    broker: Broker,
+    pool: sqlx::PgPool,
+    topology: Topology,
+    pipeline: Arc<Pipeline>,
+    listener: tokio::net::TcpListener,
+}
+
+impl App {
+    /// Loads the key, connects to the broker (declaring the topology) and the database, and binds
+    /// the health listener.
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let verifier = settings.identity.verifier()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.database.max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(settings.database.url.expose())
+            .context("Failed to configure the database pool")?;
+        let broker = Broker::connect(BrokerOptions {
+            connection_name: "rover-toolserver".to_owned(),
+            ..BrokerOptions::new(settings.amqp.url.expose().clone())
+        })
+        .await
+        .context("Failed to connect to RabbitMQ")?;
+        let topology = Topology::new(settings.amqp.prefix.clone())
+            .with_delivery_limit(settings.amqp.delivery_limit);
+        broker
+            .declare(&topology)
+            .await
+            .context("Failed to declare the RabbitMQ topology")?;
+        let listener = tokio::net::TcpListener::bind(settings.http.listen)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
+        let pipeline = Arc::new(Pipeline::new(verifier, pool.clone()));
+        Ok(App {
+            settings,
+            broker,
+            pool,
+            topology,
+            pipeline,
+            listener,
+        })
+    }
+
+    /// Where the health listener is bound (useful with port 0).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(self.settings.http.listen)
+    }
+
+    /// Serves tool calls until `shutdown` resolves; then stops consuming, finishes the calls in
+    /// flight, and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let App {
+            settings,
+            broker,
+            pool,
+            topology,
+            pipeline,
+            listener,
+        } = self;
+        let options = ConsumerOptions {
+            prefetch: settings.amqp.prefetch,
+            consumer_tag: String::new(),
+        };
+        let consumer = broker
+            .serve_rpc(&topology.tools_queue(), options, move |delivery| {
+                let pipeline = pipeline.clone();
+                async move { pipeline.handle(delivery).await }
+            })
+            .await
+            .context("Failed to start consuming tool calls")?;
+        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+        let router = health::router(health::Probes {
+            broker: broker.clone(),
+            pool: pool.clone(),
+        });
+        let http = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = http_stopped.await;
+                })
+                .await
+        });
+        tracing::info!(queue = %topology.tools_queue(), "tool server ready; waiting for shutdown");
+        shutdown.await;
+        tracing::info!("draining: no new tool calls; finishing the calls in flight");
+        consumer.shutdown().await;
+        let _ = stop_http.send(());
+        match http.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "health listener failed"),
+            Err(error) => tracing::warn!(%error, "health listener task failed"),
+        }
+        broker.close().await;
+        pool.close().await;
+        Ok(())
+    }
+}
+
+/// Builds and runs the tool server until `shutdown` resolves.
+pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    App::build(settings).await?.run(shutdown).await
 }

@@ -11,10 +11,43 @@ use clap::Parser;
 struct Cli {
     #[command(flatten)]
     service: rover_service::ServiceArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Database administration.
+    #[command(subcommand)]
+    Db(Db),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Db {
+    /// Create the database and its roles, migrate the schema, and optionally seed the demo schools.
+    /// Safe to run again.
+    Setup(rover_toolserver::database::SetupArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    rover_service::run("rover-toolserver", &cli.service, rover_toolserver::run).await
+    match cli.command {
+        None => rover_service::run("rover-toolserver", &cli.service, rover_toolserver::run).await,
+        Some(Command::Db(Db::Setup(args))) => {
+            rover_service::init_process();
+            let report = rover_toolserver::database::setup(&args).await?;
+            eprintln!(
+                "rover-toolserver: database {} is ready (migrated{}); services connect as {}",
+                args.database,
+                if report.seeded {
+                    ", demo schools seeded"
+                } else {
+                    ""
+                },
+                args.app_role,
+            );
+            Ok(())
+        }
+    }
 }

@@ -1,0 +1,112 @@
+//! Attendance: a class teacher records a day for their class (who was absent; everyone else present).
+
+use std::collections::BTreeSet;
+
+use chrono::NaiveDate;
+use rover_contracts::context::CallScope;
+use rover_contracts::tools::{AttendanceRecorded, RecordAttendanceArgs};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::calendar::today;
+use crate::classes::students_of;
+use crate::lookup::{class_in_scope, count, ensure_class_teacher};
+use crate::tenant::campus_of;
+use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
+
+/// Records one day's attendance for a class the actor is class teacher of: the listed students
+/// absent, every other student of the class present. The day defaults to today in the school's
+/// time zone and cannot be in the future; recording a day again replaces it.
+///
+/// The audit change is keyed by the class; `before` holds the day's earlier absentees, if the day
+/// was recorded before.
+#[tracing::instrument(skip_all)]
+pub async fn record_attendance(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    scope: &CallScope,
+    args: &RecordAttendanceArgs,
+) -> Result<Written<AttendanceRecorded>, DomainError> {
+    let campus = campus_of(tx, scope)?;
+    let class = class_in_scope(tx, campus, args.class_id).await?;
+    ensure_class_teacher(actor, &class)?;
+    let today = today(tx).await?;
+    let date = args.date.unwrap_or(today);
+    if date > today {
+        return Err(DomainError::Invalid(format!(
+            "Attendance cannot be recorded for {date}: that day has not happened yet."
+        )));
+    }
+
+    let students = students_of(tx, class.id).await?;
+    let absent_ids: BTreeSet<Uuid> = args
+        .absent_student_ids
+        .iter()
+        .map(|s| s.as_uuid())
+        .collect();
+    if let Some(stranger) = absent_ids
+        .iter()
+        .find(|id| !students.iter().any(|s| s.id.as_uuid() == **id))
+    {
+        return Err(DomainError::Invalid(format!(
+            "Student {stranger} is not in {}.",
+            class.name
+        )));
+    }
+
+    let ids: Vec<Uuid> = students.iter().map(|s| s.id.as_uuid()).collect();
+    let before: Vec<(Uuid, bool)> = sqlx::query_as(
+        "SELECT student_id, present FROM attendance WHERE student_id = ANY($1) AND on_date = $2 \
+         ORDER BY student_id",
+    )
+    .bind(&ids)
+    .bind(date)
+    .fetch_all(tx.connection())
+    .await?;
+    let school = tx.school_uuid();
+    sqlx::query(
+        "INSERT INTO attendance (school_id, student_id, on_date, present, recorded_by) \
+         SELECT $1, s.id, $3, NOT (s.id = ANY($4)), $5 FROM unnest($2::uuid[]) AS s(id) \
+         ON CONFLICT (school_id, student_id, on_date) \
+         DO UPDATE SET present = excluded.present, recorded_by = excluded.recorded_by, recorded_at = now()",
+    )
+    .bind(school)
+    .bind(&ids)
+    .bind(date)
+    .bind(absent_ids.iter().copied().collect::<Vec<_>>())
+    .bind(actor.uuid())
+    .execute(tx.connection())
+    .await?;
+
+    let absent: Vec<_> = students
+        .iter()
+        .filter(|s| absent_ids.contains(&s.id.as_uuid()))
+        .cloned()
+        .collect();
+    let present = count(students.len() - absent.len());
+    let before = (!before.is_empty()).then(|| {
+        let absent: Vec<Uuid> = before
+            .iter()
+            .filter(|(_, p)| !p)
+            .map(|(id, _)| *id)
+            .collect();
+        day_json(date, &absent)
+    });
+    Ok(Written {
+        change: AuditChange {
+            subject_id: class.id.to_string(),
+            before,
+            after: day_json(date, &absent_ids.iter().copied().collect::<Vec<_>>()),
+        },
+        output: AttendanceRecorded {
+            class: class.to_ref(),
+            date,
+            present,
+            absent,
+        },
+    })
+}
+
+fn day_json(date: NaiveDate, absent: &[Uuid]) -> serde_json::Value {
+    json!({ "date": date, "absentStudentIds": absent })
+}

@@ -1,0 +1,107 @@
+//! Classes: the list in scope, and a class teacher's roster.
+
+use rover_contracts::context::{CallScope, CampusRef, ClassRef};
+use rover_contracts::ids::{CampusId, ClassId, StudentId, UserId};
+use rover_contracts::tools::{
+    ClassRoster, ClassSummary, GetClassRosterArgs, NoArgs, StaffRef, StudentRef,
+};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use crate::lookup::{class_in_scope, count, ensure_class_teacher};
+use crate::tenant::campus_of;
+use crate::{Actor, DomainError, TenantTx};
+
+#[derive(Debug, FromRow)]
+struct ClassSummaryRow {
+    id: Uuid,
+    name: String,
+    campus_id: Uuid,
+    campus_name: String,
+    class_teacher_id: Option<Uuid>,
+    class_teacher_name: Option<String>,
+    student_count: i64,
+}
+
+/// The classes in scope (the campus's in campus mode), with campus, class teacher and size,
+/// ordered by campus and name.
+#[tracing::instrument(skip_all)]
+pub async fn list_classes(
+    tx: &mut TenantTx,
+    _actor: &Actor,
+    scope: &CallScope,
+    _args: &NoArgs,
+) -> Result<Vec<ClassSummary>, DomainError> {
+    let campus = campus_of(tx, scope)?;
+    let rows: Vec<ClassSummaryRow> = sqlx::query_as(
+        "SELECT k.id, k.name, k.campus_id, c.name AS campus_name, \
+                k.class_teacher_id, u.name AS class_teacher_name, \
+                (SELECT count(*) FROM students s WHERE s.class_id = k.id) AS student_count \
+         FROM classes k \
+         JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
+         LEFT JOIN users u ON u.school_id = k.school_id AND u.id = k.class_teacher_id \
+         WHERE ($1::uuid IS NULL OR k.campus_id = $1) \
+         ORDER BY c.name, k.name",
+    )
+    .bind(campus)
+    .fetch_all(tx.connection())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ClassSummary {
+            class: ClassRef {
+                id: ClassId::from_uuid(row.id),
+                name: row.name,
+            },
+            campus: CampusRef {
+                id: CampusId::from_uuid(row.campus_id),
+                name: row.campus_name,
+            },
+            class_teacher: row
+                .class_teacher_id
+                .zip(row.class_teacher_name)
+                .map(|(id, name)| StaffRef {
+                    id: UserId::from_uuid(id),
+                    name,
+                }),
+            student_count: count(row.student_count),
+        })
+        .collect())
+}
+
+/// The students of a class, by name. Only its class teacher may see it.
+#[tracing::instrument(skip_all)]
+pub async fn class_roster(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    scope: &CallScope,
+    args: &GetClassRosterArgs,
+) -> Result<ClassRoster, DomainError> {
+    let campus = campus_of(tx, scope)?;
+    let class = class_in_scope(tx, campus, args.class_id).await?;
+    ensure_class_teacher(actor, &class)?;
+    let students = students_of(tx, class.id).await?;
+    Ok(ClassRoster {
+        class: class.to_ref(),
+        students,
+    })
+}
+
+/// The students of a class, by name.
+pub(crate) async fn students_of(
+    tx: &mut TenantTx,
+    class_id: Uuid,
+) -> Result<Vec<StudentRef>, DomainError> {
+    let rows: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT id, name FROM students WHERE class_id = $1 ORDER BY name, id")
+            .bind(class_id)
+            .fetch_all(tx.connection())
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, name)| StudentRef {
+            id: StudentId::from_uuid(id),
+            name,
+        })
+        .collect())
+}

@@ -1,0 +1,62 @@
+//! Rover's school domain and its Postgres store.
+//!
+//! - [`provision`]: the database, its owner role and the application role; [`MIGRATOR`] embeds the
+//!   schema (`migrations/`), where every tenant table has row-level security enabled and forced;
+//! - [`seed`]: the demo schools every doc, demo and test relies on;
+//! - [`begin_tenant`] and [`TenantTx`]: a transaction pinned to one school;
+//! - one function per use case, the same ones the tool server and the REST API call:
+//!   [`list_departments`], [`create_department`], [`rename_department`], [`list_classes`],
+//!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
+//!   [`record_attendance`], [`list_my_classes`], [`record_marks`], [`class_marks`],
+//!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
+//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`].
+//!
+//! Every domain function has the shape `(tx, actor, scope, args) -> Result<Output, DomainError>`,
+//! taking the contracts' argument type and returning its output type; writes return
+//! [`Written`]`<Output>`, which adds the [`AuditChange`] to record with [`audit::record`] in the
+//! same transaction.
+//!
+//! *Architecture Invariant*: tenant isolation lives in the database. Domain code runs only inside a
+//! [`TenantTx`], as a role that row-level security binds; a query that forgot its school filter
+//! still sees one school. Campus scope (`RunMode::Campus`) is the domain code's job: it filters
+//! every read and pins every write to the campus.
+//!
+//! *Architecture Invariant*: relationship-posture functions ([`class_roster`],
+//! [`record_attendance`], [`list_my_classes`], [`record_marks`], [`class_marks`]) assert the
+//! actor's ownership themselves; policy-posture functions trust that the caller ran the casbin gate.
+//!
+//! *API Boundary*: this crate knows nothing of HTTP or AMQP.
+
+pub mod actor;
+mod attendance;
+pub mod audit;
+pub mod calendar;
+mod classes;
+mod departments;
+mod error;
+pub mod inbox;
+mod lookup;
+mod marks;
+pub mod policy;
+pub mod provision;
+pub mod seed;
+mod staff;
+mod students;
+mod teaching;
+mod tenant;
+#[cfg(feature = "test-support")]
+pub mod testing;
+
+pub use attendance::record_attendance;
+pub use audit::{AuditChange, Written};
+pub use calendar::calendar;
+pub use classes::{class_roster, list_classes};
+pub use departments::{create_department, list_departments, rename_department};
+pub use error::DomainError;
+pub use marks::{class_marks, record_marks, results_summary};
+pub use provision::MIGRATOR;
+pub use seed::{DemoIds, seed_demo};
+pub use staff::list_staff;
+pub use students::{enrollment_summary, find_students};
+pub use teaching::{assign_subject_teacher, list_my_classes, list_teaching_assignments};
+pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};

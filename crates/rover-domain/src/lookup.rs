@@ -1,0 +1,168 @@
+//! Look-ups and checks the domain functions share: a class or subject in scope, the two
+//! relationship assertions, and argument clean-up.
+
+use rover_contracts::context::{ClassRef, SubjectRef};
+use rover_contracts::ids::{ClassId, SubjectId};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use crate::calendar::Year;
+use crate::{Actor, DomainError, TenantTx};
+
+/// A class, with what the checks need.
+#[derive(Debug, Clone, FromRow)]
+pub(crate) struct ClassRow {
+    pub(crate) id: Uuid,
+    pub(crate) name: String,
+    pub(crate) class_teacher_id: Option<Uuid>,
+}
+
+impl ClassRow {
+    pub(crate) fn to_ref(&self) -> ClassRef {
+        ClassRef {
+            id: ClassId::from_uuid(self.id),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// A subject.
+#[derive(Debug, Clone, FromRow)]
+pub(crate) struct SubjectRow {
+    pub(crate) id: Uuid,
+    pub(crate) name: String,
+}
+
+impl SubjectRow {
+    pub(crate) fn to_ref(&self) -> SubjectRef {
+        SubjectRef {
+            id: SubjectId::from_uuid(self.id),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// The class with this id, if it is in the school and (in campus mode) on the campus.
+pub(crate) async fn class_in_scope(
+    tx: &mut TenantTx,
+    campus: Option<Uuid>,
+    id: ClassId,
+) -> Result<ClassRow, DomainError> {
+    sqlx::query_as(
+        "SELECT id, name, class_teacher_id FROM classes \
+         WHERE id = $1 AND ($2::uuid IS NULL OR campus_id = $2)",
+    )
+    .bind(id.as_uuid())
+    .bind(campus)
+    .fetch_optional(tx.connection())
+    .await?
+    .ok_or_else(|| DomainError::not_found("class"))
+}
+
+/// The subject with this id.
+pub(crate) async fn subject(tx: &mut TenantTx, id: SubjectId) -> Result<SubjectRow, DomainError> {
+    sqlx::query_as("SELECT id, name FROM subjects WHERE id = $1")
+        .bind(id.as_uuid())
+        .fetch_optional(tx.connection())
+        .await?
+        .ok_or_else(|| DomainError::not_found("subject"))
+}
+
+/// Refuses unless the actor is the class teacher of `class`.
+pub(crate) fn ensure_class_teacher(actor: &Actor, class: &ClassRow) -> Result<(), DomainError> {
+    if class.class_teacher_id == Some(actor.uuid()) {
+        Ok(())
+    } else {
+        Err(DomainError::Denied(format!(
+            "you are not the class teacher of {}",
+            class.name
+        )))
+    }
+}
+
+/// Refuses unless the actor teaches `subject` to `class` in `year`.
+pub(crate) async fn ensure_teaches(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    class: &ClassRow,
+    subject: &SubjectRow,
+    year: &Year,
+) -> Result<(), DomainError> {
+    let teaches: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM teaching_assignments \
+         WHERE teacher_id = $1 AND class_id = $2 AND subject_id = $3 AND academic_year_id = $4)",
+    )
+    .bind(actor.uuid())
+    .bind(class.id)
+    .bind(subject.id)
+    .bind(year.id)
+    .fetch_one(tx.connection())
+    .await?;
+    if teaches {
+        Ok(())
+    } else {
+        Err(DomainError::Denied(format!(
+            "you do not teach {} to {} this academic year",
+            subject.name, class.name
+        )))
+    }
+}
+
+/// `value` trimmed, refused when empty, longer than `max` characters or holding control characters.
+pub(crate) fn clean_text(value: &str, what: &str, max: usize) -> Result<String, DomainError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(DomainError::Invalid(format!(
+            "The {what} must not be empty."
+        )));
+    }
+    if value.chars().count() > max {
+        return Err(DomainError::Invalid(format!(
+            "The {what} must be at most {max} characters long."
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(DomainError::Invalid(format!(
+            "The {what} must not contain control characters."
+        )));
+    }
+    Ok(value.to_owned())
+}
+
+/// One `ILIKE` pattern per word of `query`: each word must occur somewhere.
+pub(crate) fn word_patterns(query: &str) -> Vec<String> {
+    query
+        .split_whitespace()
+        .map(|word| {
+            let escaped = word
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        })
+        .collect()
+}
+
+/// A count (SQL `int8`, a `len()`) as the contracts' `u32`.
+pub(crate) fn count(n: impl TryInto<u32>) -> u32 {
+    n.try_into().unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_escape_wildcards() {
+        assert_eq!(word_patterns(" Nakato  S "), ["%Nakato%", "%S%"]);
+        assert_eq!(word_patterns("50%_a\\"), ["%50\\%\\_a\\\\%"]);
+    }
+
+    #[test]
+    fn text_is_trimmed_and_bounded() {
+        assert_eq!(clean_text("  Sciences ", "name", 100).unwrap(), "Sciences");
+        assert!(clean_text("   ", "name", 100).is_err());
+        assert!(clean_text(&"x".repeat(101), "name", 100).is_err());
+        assert!(clean_text("a\nb", "name", 100).is_err());
+    }
+}

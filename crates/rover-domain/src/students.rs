@@ -1,0 +1,122 @@
+//! Students: search by name or admission number, and enrolment counts.
+
+use rover_contracts::context::{CallScope, CampusRef, ClassRef};
+use rover_contracts::ids::{CampusId, ClassId, StudentId};
+use rover_contracts::tools::{
+    Count, EnrollmentSummary, FindStudentsArgs, NoArgs, StudentRef, StudentSummary,
+};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use crate::lookup::{clean_text, count, word_patterns};
+use crate::tenant::campus_of;
+use crate::{Actor, DomainError, TenantTx};
+
+/// The most matches `find_students` returns.
+const MAX_MATCHES: i64 = 50;
+
+#[derive(Debug, FromRow)]
+struct StudentRow {
+    id: Uuid,
+    name: String,
+    admission_number: String,
+    class_id: Uuid,
+    class_name: String,
+    campus_id: Uuid,
+    campus_name: String,
+}
+
+/// Students in scope whose name or admission number contains every word of the query (in any
+/// order, ignoring case), optionally within one class; at most 50, by name.
+#[tracing::instrument(skip_all)]
+pub async fn find_students(
+    tx: &mut TenantTx,
+    _actor: &Actor,
+    scope: &CallScope,
+    args: &FindStudentsArgs,
+) -> Result<Vec<StudentSummary>, DomainError> {
+    let campus = campus_of(tx, scope)?;
+    let query = clean_text(&args.query, "search text", 100)?;
+    let rows: Vec<StudentRow> = sqlx::query_as(
+        "SELECT s.id, s.name, s.admission_number, k.id AS class_id, k.name AS class_name, \
+                c.id AS campus_id, c.name AS campus_name \
+         FROM students s \
+         JOIN classes k ON k.school_id = s.school_id AND k.id = s.class_id \
+         JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
+         WHERE NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS w(pattern) \
+                           WHERE s.name NOT ILIKE w.pattern AND s.admission_number NOT ILIKE w.pattern) \
+           AND ($2::uuid IS NULL OR s.class_id = $2) \
+           AND ($3::uuid IS NULL OR k.campus_id = $3) \
+         ORDER BY s.name, s.id LIMIT $4",
+    )
+    .bind(word_patterns(&query))
+    .bind(args.class_id.map(|id| id.as_uuid()))
+    .bind(campus)
+    .bind(MAX_MATCHES)
+    .fetch_all(tx.connection())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| StudentSummary {
+            student: StudentRef {
+                id: StudentId::from_uuid(row.id),
+                name: row.name,
+            },
+            admission_number: row.admission_number,
+            class: ClassRef {
+                id: ClassId::from_uuid(row.class_id),
+                name: row.class_name,
+            },
+            campus: CampusRef {
+                id: CampusId::from_uuid(row.campus_id),
+                name: row.campus_name,
+            },
+        })
+        .collect())
+}
+
+/// Students in scope: the total, per campus and per class (every campus and class in scope is
+/// listed, empty ones with zero), by name.
+#[tracing::instrument(skip_all)]
+pub async fn enrollment_summary(
+    tx: &mut TenantTx,
+    _actor: &Actor,
+    scope: &CallScope,
+    _args: &NoArgs,
+) -> Result<EnrollmentSummary, DomainError> {
+    let campus = campus_of(tx, scope)?;
+    let by_campus: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT c.name, count(s.id) FROM campuses c \
+         LEFT JOIN classes k ON k.school_id = c.school_id AND k.campus_id = c.id \
+         LEFT JOIN students s ON s.school_id = k.school_id AND s.class_id = k.id \
+         WHERE ($1::uuid IS NULL OR c.id = $1) \
+         GROUP BY c.id, c.name ORDER BY c.name",
+    )
+    .bind(campus)
+    .fetch_all(tx.connection())
+    .await?;
+    let by_class: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT k.name, count(s.id) FROM classes k \
+         JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
+         LEFT JOIN students s ON s.school_id = k.school_id AND s.class_id = k.id \
+         WHERE ($1::uuid IS NULL OR k.campus_id = $1) \
+         GROUP BY k.id, k.name, c.name ORDER BY c.name, k.name",
+    )
+    .bind(campus)
+    .fetch_all(tx.connection())
+    .await?;
+    let counts = |rows: Vec<(String, i64)>| -> Vec<Count> {
+        rows.into_iter()
+            .map(|(name, students)| Count {
+                name,
+                students: count(students),
+            })
+            .collect()
+    };
+    let by_campus = counts(by_campus);
+    Ok(EnrollmentSummary {
+        total: by_campus.iter().map(|c| c.students).sum(),
+        by_campus,
+        by_class: counts(by_class),
+    })
+}

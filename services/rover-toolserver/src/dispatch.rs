@@ -1,0 +1,89 @@
+//! Routes a validated tool call to its domain function — the same function the REST API calls —
+//! and turns the typed result into the envelope's `data` (plus, for writes, the audit change).
+
+use rover_contracts::context::CallScope;
+use rover_contracts::tools::{self, Tool, ToolContract};
+use rover_domain::audit::{AuditChange, Written};
+use rover_domain::{Actor, DomainError, TenantTx};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// What a domain function produced.
+#[derive(Debug)]
+pub(crate) struct Executed {
+    /// The output, as the model will read it.
+    pub(crate) data: Value,
+    /// What a write changed; `None` for reads.
+    pub(crate) change: Option<AuditChange>,
+}
+
+fn parse<T: DeserializeOwned>(name: &str, args: Value) -> Result<T, DomainError> {
+    // The schema already matched; this only fails on what schemas do not check (a malformed uuid).
+    serde_json::from_value(args)
+        .map_err(|e| DomainError::Invalid(format!("Invalid arguments for {name}: {e}.")))
+}
+
+fn data<T: Serialize>(output: &T) -> Result<Value, DomainError> {
+    serde_json::to_value(output)
+        .map_err(|e| DomainError::Invalid(format!("The result could not be encoded: {e}.")))
+}
+
+fn read<T: Serialize>(output: T) -> Result<Executed, DomainError> {
+    Ok(Executed {
+        data: data(&output)?,
+        change: None,
+    })
+}
+
+fn write<T: Serialize>(written: Written<T>) -> Result<Executed, DomainError> {
+    Ok(Executed {
+        data: data(&written.output)?,
+        change: Some(written.change),
+    })
+}
+
+/// Runs the domain function of `contract` with `args` (already checked against its schema).
+pub(crate) async fn run(
+    tx: &mut TenantTx,
+    contract: &ToolContract,
+    actor: &Actor,
+    scope: &CallScope,
+    args: Value,
+) -> Result<Executed, DomainError> {
+    use rover_domain as d;
+    macro_rules! call {
+        ($tool:ty, $function:path, $wrap:ident) => {{
+            let args: <$tool as Tool>::Args = parse(contract.name, args)?;
+            $wrap($function(tx, actor, scope, &args).await?)
+        }};
+    }
+    match contract.name {
+        "list_departments" => call!(tools::ListDepartments, d::list_departments, read),
+        "create_department" => call!(tools::CreateDepartment, d::create_department, write),
+        "rename_department" => call!(tools::RenameDepartment, d::rename_department, write),
+        "list_classes" => call!(tools::ListClasses, d::list_classes, read),
+        "find_students" => call!(tools::FindStudents, d::find_students, read),
+        "get_enrollment_summary" => call!(tools::GetEnrollmentSummary, d::enrollment_summary, read),
+        "list_staff" => call!(tools::ListStaff, d::list_staff, read),
+        "get_class_roster" => call!(tools::GetClassRoster, d::class_roster, read),
+        "record_attendance" => call!(tools::RecordAttendance, d::record_attendance, write),
+        "list_my_classes" => call!(tools::ListMyClasses, d::list_my_classes, read),
+        "record_marks" => call!(tools::RecordMarks, d::record_marks, write),
+        "get_class_marks" => call!(tools::GetClassMarks, d::class_marks, read),
+        "list_teaching_assignments" => call!(
+            tools::ListTeachingAssignments,
+            d::list_teaching_assignments,
+            read
+        ),
+        "assign_subject_teacher" => call!(
+            tools::AssignSubjectTeacher,
+            d::assign_subject_teacher,
+            write
+        ),
+        "get_results_summary" => call!(tools::GetResultsSummary, d::results_summary, read),
+        other => Err(DomainError::Invalid(format!(
+            "The tool server has no handler for {other}."
+        ))),
+    }
+}

@@ -1,0 +1,36 @@
+//! Liveness and readiness over HTTP, for Kubernetes probes.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+
+/// What readiness checks.
+#[derive(Debug, Clone)]
+pub(crate) struct Probes {
+    pub(crate) broker: rover_messaging::Broker,
+    pub(crate) pool: sqlx::PgPool,
+}
+
+/// `/healthz`: the process is alive. `/readyz`: the broker is connected and the database answers.
+pub(crate) fn router(probes: Probes) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .with_state(Arc::new(probes))
+}
+
+async fn ready(State(probes): State<Arc<Probes>>) -> (StatusCode, &'static str) {
+    if !probes.broker.is_ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "broker unreachable");
+    }
+    match sqlx::query("SELECT 1").execute(&probes.pool).await {
+        Ok(_) => (StatusCode::OK, "ready"),
+        Err(error) => {
+            tracing::warn!(%error, "readiness: database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+    }
+}

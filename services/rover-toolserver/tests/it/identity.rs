@@ -1,0 +1,124 @@
+//! The identity gate: a call without a turn identity the gateway signed — missing, unsigned,
+//! expired, or signed by another key — is refused before anything runs; and arguments that smuggle
+//! identity are schema errors.
+
+use chrono::Utc;
+use rover_contracts::identity::{SignedTurnIdentity, TurnGrant};
+use rover_contracts::ids::{ThreadId, TurnId};
+use rover_contracts::wire::ToolOutcome;
+use rover_testkit::TurnKeys;
+use serde_json::json;
+
+use crate::helpers::{error, spawn_toolserver};
+
+#[tokio::test]
+async fn calls_without_a_valid_turn_identity_are_refused_and_write_nothing() {
+    let server = spawn_toolserver().await;
+    let caller = server.caller("admin@hill.school").await;
+    let grant = || TurnGrant {
+        turn_id: TurnId::new(),
+        thread_id: ThreadId::new(),
+        identity: caller.identity.clone(),
+        scope: caller.scope.clone(),
+    };
+    let genuine = server.mint(&caller);
+    let payload = genuine.as_str().split('.').nth(1).unwrap().to_owned();
+    let forged = [
+        ("missing", SignedTurnIdentity::from_token("")),
+        (
+            "unsigned",
+            SignedTurnIdentity::from_token(format!("eyJhbGciOiJub25lIn0.{payload}.")),
+        ),
+        (
+            "expired",
+            server
+                .keys
+                .signer()
+                .mint(
+                    grant(),
+                    Utc::now() - chrono::Duration::hours(2),
+                    chrono::Duration::minutes(15),
+                )
+                .unwrap(),
+        ),
+        (
+            "another key",
+            TurnKeys::generate()
+                .signer()
+                .mint(grant(), Utc::now(), chrono::Duration::minutes(15))
+                .unwrap(),
+        ),
+    ];
+    let before = server.state().await;
+    for (what, identity) in forged {
+        let mut call =
+            server.tool_call(&caller, "create.department", json!({ "name": "Sciences" }));
+        call.identity = identity;
+        let reply = server.send(&call).await;
+        assert_eq!(reply.outcome, ToolOutcome::Denied, "{what}");
+        assert!(
+            error(&reply).starts_with("Permission denied: no valid turn identity"),
+            "{what}: {}",
+            error(&reply)
+        );
+    }
+    assert_eq!(
+        server.state().await,
+        before,
+        "a refused call wrote something"
+    );
+
+    // The genuine identity, for contrast, is accepted.
+    let mut call = server.tool_call(&caller, "create.department", json!({ "name": "Sciences" }));
+    call.identity = genuine;
+    assert_eq!(server.send(&call).await.outcome, ToolOutcome::Ok);
+}
+
+#[tokio::test]
+async fn arguments_smuggling_identity_are_schema_errors_and_write_nothing() {
+    let server = spawn_toolserver().await;
+    let lakeside = server.db.ids.lakeside;
+    let before = server.state().await;
+    for smuggled in [
+        json!({ "name": "Sciences", "school_id": lakeside }),
+        json!({ "name": "Sciences", "schoolId": lakeside }),
+        json!({ "name": "Sciences", "user_id": server.db.ids.user("admin@lakeside.college") }),
+        json!({ "name": "Sciences", "campusId": server.db.ids.campus("Naalya") }),
+    ] {
+        let reply = server
+            .call(
+                "kololo.admin@hill.school",
+                "create.department",
+                smuggled.clone(),
+            )
+            .await;
+        assert_eq!(reply.outcome, ToolOutcome::Invalid, "{smuggled}");
+        let text = error(&reply);
+        assert!(
+            text.starts_with("Invalid arguments for create_department:"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not allowed"),
+            "the error should say the field is not allowed: {text}"
+        );
+    }
+    assert_eq!(server.state().await, before);
+}
+
+#[tokio::test]
+async fn an_identity_for_a_school_that_does_not_exist_fails_closed() {
+    let server = spawn_toolserver().await;
+    let mut caller = server.caller("admin@hill.school").await;
+    let nowhere = rover_contracts::ids::SchoolId::new();
+    caller.identity.school_id = nowhere;
+    caller.scope.school_id = nowhere;
+    let reply = server
+        .send(&server.tool_call(&caller, "list.departments", json!({})))
+        .await;
+    assert_eq!(reply.outcome, ToolOutcome::Denied);
+    assert_eq!(
+        error(&reply),
+        "Permission denied: the caller belongs to no school here"
+    );
+}

@@ -1,0 +1,11 @@
+//! The tool server through the real queue: every tool, every denial, tenancy, identity, audit,
+//! idempotency and operations. Each test gets its own database, vhost and keys.
+
+mod helpers;
+
+mod audit;
+mod identity;
+mod operations;
+mod postures;
+mod tenancy;
+mod tools;
