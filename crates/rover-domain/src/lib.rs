@@ -32,6 +32,8 @@ mod attendance;
 pub mod audit;
 pub mod calendar;
 mod classes;
+pub mod context;
+pub mod conversation;
 mod departments;
 mod error;
 pub mod inbox;

@@ -57,8 +57,8 @@ impl From<AssignmentRow> for TeachingAssignment {
     }
 }
 
-/// The classes the actor teaches this academic year (in scope), each with the subjects taught and
-/// whether the actor is also its class teacher; by class name.
+/// The classes the actor teaches this academic year (in scope), each with the subjects taught,
+/// whether the actor is also its class teacher, and its students; by class name.
 #[tracing::instrument(skip_all)]
 pub async fn list_my_classes(
     tx: &mut TenantTx,
@@ -68,7 +68,11 @@ pub async fn list_my_classes(
 ) -> Result<Vec<MyClass>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let year = current_year(tx).await?;
-    taught_classes(tx, actor.uuid(), &year, campus).await
+    let mut classes = taught_classes(tx, actor.uuid(), &year, campus).await?;
+    for class in &mut classes {
+        class.students = crate::classes::students_of(tx, class.class.id.as_uuid()).await?;
+    }
+    Ok(classes)
 }
 
 /// The classes `teacher` teaches in `year` (on `campus`, if given), with their subjects.
@@ -106,6 +110,7 @@ pub(crate) async fn taught_classes(
                 },
                 subjects: vec![subject],
                 is_class_teacher,
+                students: Vec::new(),
             }),
         }
     }

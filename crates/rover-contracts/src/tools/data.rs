@@ -155,6 +155,8 @@ pub struct MyClass {
     pub subjects: Vec<SubjectRef>,
     /// Whether the caller is also its class teacher.
     pub is_class_teacher: bool,
+    /// Its students, by name, so marks can name them by id.
+    pub students: Vec<StudentRef>,
 }
 
 /// What `record_marks` stored.

@@ -26,7 +26,7 @@ impl Tool for ListMyClasses {
     type Output = Vec<MyClass>;
     const CONTRACT: ToolContract = ToolContract {
         name: "list_my_classes",
-        description: "List the classes you teach this academic year, with the subjects you teach each one.",
+        description: "List the classes you teach this academic year, with the subjects you teach each one and its students (with their ids).",
         label: "Looking up your classes…",
         owner: OWNER,
         effect: Effect::Read,

@@ -141,6 +141,26 @@ async fn subject_teacher_tools_work_for_the_subject_teacher() {
     assert_eq!(classes[0]["class"]["name"], "S1 Blue");
     assert_eq!(classes[0]["subjects"][0]["name"], "Mathematics");
     assert_eq!(classes[0]["isClassTeacher"], true);
+    let students: Vec<&str> = classes[0]["students"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        students.contains(&"Nakato Sarah") && students.contains(&"Mugisha Brian"),
+        "{students:?}"
+    );
+    let students: Vec<&str> = classes[0]["students"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        students.contains(&"Nakato Sarah") && students.contains(&"Mugisha Brian"),
+        "{students:?}"
+    );
 
     let marks = json!([
         { "studentId": ids.student("Nakato Sarah"), "score": 78 },

@@ -1,0 +1,449 @@
+//! The agent loop: call the model (streaming), emit text as it arrives, collect tool calls, run
+//! them (concurrently within a step), feed the envelopes back, until the model answers without
+//! tool calls, asks the user a question, or the step limit is reached.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt as _;
+use rover_contracts::AgentToolResult;
+use rover_contracts::context::{RuntimeContext, Subagent};
+use rover_contracts::identity::SignedTurnIdentity;
+use rover_contracts::ids::{ToolCallId, TurnId};
+use rover_contracts::tools::ToolKind;
+use rover_contracts::wire::{self, FinishReason, ToolCall, ToolReply, TurnEventKind, TurnInput};
+use rover_messaging::RpcClient;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::Instrument as _;
+
+use crate::agent::Agent;
+use crate::local;
+use crate::model::{ModelClient, ModelError};
+use crate::sandbox::Sandbox;
+use crate::skills::SkillLibrary;
+
+/// An event of the turn, attributed to the agent that produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emitted {
+    /// `None` for Rover, the role for a subagent.
+    pub subagent: Option<Subagent>,
+    /// What happened.
+    pub event: TurnEventKind,
+}
+
+/// Where a turn's events go, in order.
+pub type Events = UnboundedSender<Emitted>;
+
+/// The tool RPC path: Rover's RPC client and the tools exchange.
+#[derive(Debug, Clone)]
+pub struct ToolRpc {
+    /// The client (Direct Reply-to, deadline and retries under the same call id).
+    pub client: RpcClient,
+    /// The tools exchange; the routing key is the tool's event.
+    pub exchange: String,
+}
+
+/// Everything a turn needs besides the agent and the conversation.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnDeps<'a> {
+    /// The model.
+    pub model: &'a ModelClient,
+    /// The tool server.
+    pub tools: &'a ToolRpc,
+    /// The gateway-signed identity every RPC call carries.
+    pub identity: &'a SignedTurnIdentity,
+    /// The caller's runtime context.
+    pub context: &'a RuntimeContext,
+    /// Skill bodies, readable under `/skills/`.
+    pub skills: &'a SkillLibrary,
+    /// The thread's sandbox, if mounted.
+    pub sandbox: Option<&'a Sandbox>,
+    /// The turn (scopes tool call ids).
+    pub turn_id: TurnId,
+    /// Model calls one agent may make in a turn.
+    pub step_limit: u32,
+    /// Where events go.
+    pub events: &'a Events,
+}
+
+/// How a turn ended, and what it added to the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    /// The messages this turn added (user, assistant and tool messages, OpenAI format), to store.
+    pub messages: Vec<Value>,
+    /// Why it ended.
+    pub finish: FinishReason,
+}
+
+/// What a finished loop produced.
+struct Outcome {
+    messages: Vec<Value>,
+    text: String,
+    finish: FinishReason,
+}
+
+/// Runs one turn of `agent` after `history` (OpenAI-format messages, no system message).
+pub async fn run_turn(
+    agent: &Agent,
+    history: Vec<Value>,
+    input: &TurnInput,
+    deps: TurnDeps<'_>,
+) -> Result<TurnResult, ModelError> {
+    let mut conversation = Vec::with_capacity(history.len() + 2);
+    conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
+    conversation.extend(history);
+    let first = match input {
+        TurnInput::Message { text } => json!({ "role": "user", "content": text }),
+        TurnInput::AskUserAnswer {
+            tool_call_id,
+            output,
+        } => {
+            let answer =
+                AgentToolResult::data(output.clone(), deps.context.call_scope().describe());
+            json!({ "role": "tool", "tool_call_id": tool_call_id, "content": answer.to_model_string() })
+        }
+    };
+    conversation.push(first.clone());
+    let outcome = run_loop(agent, conversation, deps).await?;
+    let mut messages = vec![first];
+    messages.extend(outcome.messages);
+    Ok(TurnResult {
+        messages,
+        finish: outcome.finish,
+    })
+}
+
+/// A tool call the model made, as assembled from the stream.
+#[derive(Debug, Default, Clone)]
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+async fn run_loop(
+    agent: &Agent,
+    mut conversation: Vec<Value>,
+    deps: TurnDeps<'_>,
+) -> Result<Outcome, ModelError> {
+    let emit = |event| {
+        let _ = deps.events.send(Emitted {
+            subagent: agent.subagent,
+            event,
+        });
+    };
+    let tools = agent.tool_definitions();
+    let prefix = agent
+        .subagent
+        .map_or(String::new(), |s| format!("{}-", s.name()));
+    let mut added = Vec::new();
+    for step in 0..deps.step_limit {
+        emit(TurnEventKind::StartStep);
+        let span = tracing::info_span!(
+            "gen_ai.chat",
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = deps.model.model(),
+            gen_ai.agent.name = agent.name(),
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+        );
+        let (step_text, calls) = stream_step(
+            deps,
+            &conversation,
+            &tools,
+            &format!("{prefix}{step}"),
+            &emit,
+        )
+        .instrument(span)
+        .await?;
+        let text = step_text;
+        let mut assistant = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text.clone()) } });
+        if calls.is_empty() {
+            conversation.push(assistant.clone());
+            added.push(assistant);
+            emit(TurnEventKind::FinishStep);
+            return Ok(Outcome {
+                messages: added,
+                text,
+                finish: FinishReason::Stop,
+            });
+        }
+        assistant["tool_calls"] = calls
+            .iter()
+            .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+            .collect();
+        conversation.push(assistant.clone());
+        added.push(assistant);
+        let inputs: Vec<Result<Value, String>> = calls
+            .iter()
+            .map(|c| parse_arguments(&c.arguments))
+            .collect();
+        for (call, input) in calls.iter().zip(&inputs) {
+            let input = input
+                .clone()
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            emit(TurnEventKind::ToolInputAvailable {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                input,
+            });
+        }
+        // `ask_user` ends the turn waiting: its answer arrives as the next message.
+        if calls.iter().any(|c| c.name == "ask_user") {
+            emit(TurnEventKind::FinishStep);
+            return Ok(Outcome {
+                messages: added,
+                text,
+                finish: FinishReason::ToolCalls,
+            });
+        }
+        let results = futures::future::join_all(
+            calls
+                .iter()
+                .zip(inputs)
+                .map(|(call, input)| execute(agent, call, input, deps)),
+        )
+        .await;
+        for (call, envelope) in calls.iter().zip(results) {
+            let content = envelope.to_model_string();
+            match &envelope {
+                AgentToolResult::Data { .. } => emit(TurnEventKind::ToolOutputAvailable {
+                    tool_call_id: call.id.clone(),
+                    output: serde_json::from_str(&content)
+                        .unwrap_or(Value::String(content.clone())),
+                }),
+                AgentToolResult::Error { error } => emit(TurnEventKind::ToolOutputError {
+                    tool_call_id: call.id.clone(),
+                    error_text: error.clone(),
+                }),
+            }
+            let message = json!({ "role": "tool", "tool_call_id": call.id, "content": content });
+            conversation.push(message.clone());
+            added.push(message);
+        }
+        emit(TurnEventKind::FinishStep);
+    }
+    // Out of steps: end with a clear sentence, not silence.
+    let id = format!("{prefix}limit");
+    let notice = format!(
+        "I stopped because this needed more than {} steps. Please narrow the request or ask again.",
+        deps.step_limit
+    );
+    emit(TurnEventKind::TextStart { id: id.clone() });
+    emit(TurnEventKind::TextDelta {
+        id: id.clone(),
+        delta: notice.clone(),
+    });
+    emit(TurnEventKind::TextEnd { id });
+    added.push(json!({ "role": "assistant", "content": notice }));
+    Ok(Outcome {
+        messages: added,
+        text: notice,
+        finish: FinishReason::Length,
+    })
+}
+
+/// Streams one model call: emits text as it arrives and tool-input starts as calls appear.
+async fn stream_step(
+    deps: TurnDeps<'_>,
+    conversation: &[Value],
+    tools: &[Value],
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+) -> Result<(String, Vec<Call>), ModelError> {
+    let mut stream = deps.model.stream(conversation, tools).await?;
+    let text_id = format!("{step}-text");
+    let mut text = String::new();
+    let mut calls: BTreeMap<u32, Call> = BTreeMap::new();
+    let mut finish_reason = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if let Some(usage) = &chunk.usage {
+            tracing::Span::current().record("gen_ai.usage.input_tokens", usage.prompt_tokens);
+            tracing::Span::current().record("gen_ai.usage.output_tokens", usage.completion_tokens);
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
+                if text.is_empty() {
+                    emit(TurnEventKind::TextStart {
+                        id: text_id.clone(),
+                    });
+                }
+                text.push_str(&delta);
+                emit(TurnEventKind::TextDelta {
+                    id: text_id.clone(),
+                    delta,
+                });
+            }
+            for piece in choice.delta.tool_calls.unwrap_or_default() {
+                let call = calls.entry(piece.index).or_default();
+                if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+                    // Scope the model's id to the agent and step, so ids never repeat in a turn.
+                    call.id = format!("{step}-{}", id.chars().take(64).collect::<String>());
+                }
+                if let Some(function) = piece.function {
+                    if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                        call.name = name;
+                        let label = local::label(&call.name);
+                        let id = if call.id.is_empty() {
+                            format!("{step}-{}", piece.index)
+                        } else {
+                            call.id.clone()
+                        };
+                        call.id = id.clone();
+                        emit(TurnEventKind::ToolInputStart {
+                            tool_call_id: id,
+                            tool_name: call.name.clone(),
+                            label,
+                        });
+                    }
+                    if let Some(arguments) = function.arguments {
+                        call.arguments.push_str(&arguments);
+                    }
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                finish_reason = Some(format!("{reason:?}").to_lowercase());
+            }
+        }
+    }
+    if !text.is_empty() {
+        emit(TurnEventKind::TextEnd { id: text_id });
+    }
+    if let Some(reason) = &finish_reason {
+        tracing::Span::current().record("gen_ai.response.finish_reasons", reason.as_str());
+    }
+    let calls: Vec<Call> = calls.into_values().filter(|c| !c.name.is_empty()).collect();
+    if finish_reason.is_none() && calls.is_empty() && text.is_empty() {
+        return Err(ModelError::Malformed(
+            "the stream ended without a response".to_owned(),
+        ));
+    }
+    Ok((text, calls))
+}
+
+fn parse_arguments(arguments: &str) -> Result<Value, String> {
+    if arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(arguments).map_err(|e| format!("The arguments are not valid JSON: {e}."))
+}
+
+/// Runs one tool call and returns the envelope the model reads. Never fails: every failure is an
+/// error envelope the model can explain.
+async fn execute(
+    agent: &Agent,
+    call: &Call,
+    input: Result<Value, String>,
+    deps: TurnDeps<'_>,
+) -> AgentToolResult<Value> {
+    let span = tracing::info_span!(
+        "gen_ai.execute_tool",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.name,
+        gen_ai.tool.call.id = %call.id,
+    );
+    async {
+        let Some(tool) = agent.tool(&call.name) else {
+            return AgentToolResult::error(format!(
+                "There is no tool named {} here.",
+                call.name.chars().take(64).collect::<String>()
+            ));
+        };
+        let args = match input {
+            Ok(args) => args,
+            Err(error) => return AgentToolResult::error(error),
+        };
+        match tool.contract.kind {
+            ToolKind::Rpc { event, .. } => call_rpc(event, &call.id, args, deps).await,
+            ToolKind::Local { .. } => {
+                if call.name == "task" {
+                    delegate(agent, args, deps).await
+                } else {
+                    local::run(agent, &call.name, args, deps)
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// The generic RPC proxy: identity and scope come from the signed turn identity, never from the
+/// model's arguments; the tool server checks the arguments against the same schema.
+async fn call_rpc(
+    event: &str,
+    call_id: &str,
+    args: Value,
+    deps: TurnDeps<'_>,
+) -> AgentToolResult<Value> {
+    let call_id = ToolCallId::for_turn(deps.turn_id, call_id);
+    let call = ToolCall {
+        call_id: call_id.clone(),
+        event: event.to_owned(),
+        identity: deps.identity.clone(),
+        args,
+    };
+    let reply = deps
+        .tools
+        .client
+        .call(
+            &deps.tools.exchange,
+            event,
+            call_id.as_str(),
+            wire::encode(&call),
+        )
+        .await;
+    match reply {
+        Ok(bytes) => match wire::decode::<ToolReply>(&bytes) {
+            Ok(reply) => reply.result,
+            Err(error) => AgentToolResult::error(format!(
+                "The tool server's reply could not be read: {error}."
+            )),
+        },
+        Err(error) => {
+            tracing::warn!(%error, event, "tool call failed");
+            AgentToolResult::error("The tool did not answer in time. Try again in a moment.")
+        }
+    }
+}
+
+/// `task`: runs a role subagent on the description and returns its final answer.
+async fn delegate(agent: &Agent, args: Value, deps: TurnDeps<'_>) -> AgentToolResult<Value> {
+    let args: rover_contracts::tools::TaskArgs = match serde_json::from_value(args) {
+        Ok(args) => args,
+        Err(error) => {
+            return AgentToolResult::error(format!("Invalid arguments for task: {error}."));
+        }
+    };
+    let Some(subagent) = agent.delegate(args.subagent) else {
+        return AgentToolResult::error(format!(
+            "There is no {} specialist for you this turn.",
+            args.subagent.name()
+        ));
+    };
+    let conversation = vec![
+        json!({ "role": "system", "content": subagent.system_prompt }),
+        json!({ "role": "user", "content": args.description }),
+    ];
+    let span = tracing::info_span!(
+        "gen_ai.invoke_agent",
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = subagent.name()
+    );
+    match Box::pin(run_loop(subagent, conversation, deps))
+        .instrument(span)
+        .await
+    {
+        Ok(outcome) => AgentToolResult::data(
+            Value::String(outcome.text),
+            deps.context.call_scope().describe(),
+        ),
+        Err(error) => AgentToolResult::error(format!(
+            "The {} specialist failed: {error}.",
+            args.subagent.name()
+        )),
+    }
+}

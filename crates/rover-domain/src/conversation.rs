@@ -1,0 +1,102 @@
+//! Conversations: threads (each belongs to one user), the model-level history of a thread, and
+//! the events of each turn (the replay log).
+
+use rover_contracts::ids::{ThreadId, TurnId, UserId};
+use serde_json::Value;
+
+use crate::{DomainError, TenantTx};
+
+/// Makes sure `thread` exists and belongs to `user`: creates it on first use; another user's
+/// thread is `NotFound`, exactly like a thread that does not exist.
+#[tracing::instrument(skip_all, fields(thread_id = %thread))]
+pub async fn ensure_thread(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    sqlx::query("INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING")
+        .bind(thread.as_uuid())
+        .bind(school)
+        .bind(user.as_uuid())
+        .execute(tx.connection())
+        .await?;
+    let owner: Option<uuid::Uuid> = sqlx::query_scalar("SELECT user_id FROM threads WHERE id = $1")
+        .bind(thread.as_uuid())
+        .fetch_optional(tx.connection())
+        .await?;
+    match owner {
+        Some(owner) if owner == user.as_uuid() => Ok(()),
+        _ => Err(DomainError::NotFound(
+            "No conversation with that id was found.".to_owned(),
+        )),
+    }
+}
+
+/// The thread's model-level history, oldest first.
+#[tracing::instrument(skip_all, fields(thread_id = %thread))]
+pub async fn history(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<Value>, DomainError> {
+    Ok(sqlx::query_scalar(
+        "SELECT message FROM conversation_log WHERE thread_id = $1 ORDER BY position",
+    )
+    .bind(thread.as_uuid())
+    .fetch_all(tx.connection())
+    .await?)
+}
+
+/// Appends a turn's messages to the thread's history.
+#[tracing::instrument(skip_all, fields(thread_id = %thread, turn_id = %turn, count = messages.len()))]
+pub async fn append(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+    messages: &[Value],
+) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    sqlx::query(
+        "INSERT INTO conversation_log (school_id, thread_id, turn_id, message) \
+         SELECT $1, $2, $3, m FROM unnest($4::jsonb[]) WITH ORDINALITY AS t(m, n) ORDER BY n",
+    )
+    .bind(school)
+    .bind(thread.as_uuid())
+    .bind(turn.as_uuid())
+    .bind(messages)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
+/// Records a turn's events (`seq`, payload) for replay; a repeated `seq` is ignored.
+#[tracing::instrument(skip_all, fields(turn_id = %turn, count = events.len()))]
+pub async fn record_events(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+    events: &[(i32, Value)],
+) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    let (seqs, payloads): (Vec<i32>, Vec<Value>) = events.iter().cloned().unzip();
+    sqlx::query(
+        "INSERT INTO turn_events (school_id, thread_id, turn_id, seq, payload) \
+         SELECT $1, $2, $3, s, p FROM unnest($4::int4[], $5::jsonb[]) AS t(s, p) \
+         ON CONFLICT (school_id, turn_id, seq) DO NOTHING",
+    )
+    .bind(school)
+    .bind(thread.as_uuid())
+    .bind(turn.as_uuid())
+    .bind(&seqs)
+    .bind(&payloads)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
+/// A turn's recorded events, in order.
+pub async fn events(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<Value>, DomainError> {
+    Ok(
+        sqlx::query_scalar("SELECT payload FROM turn_events WHERE turn_id = $1 ORDER BY seq")
+            .bind(turn.as_uuid())
+            .fetch_all(tx.connection())
+            .await?,
+    )
+}
