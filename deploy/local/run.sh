@@ -3,7 +3,8 @@
 #   1. a development Ed25519 key pair for turn identities (target/dev/, made once with openssl);
 #   2. the database, its two roles, the schema and the demo schools (`rover-toolserver db setup --demo`,
 #      idempotent);
-#   3. the three services, with human-readable logs.
+#   3. the scripted model (a test double speaking the OpenAI API) and the three services, with
+#      human-readable logs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=target/debug
@@ -16,6 +17,9 @@ if [ ! -f "$dev/turn-identity.pem" ]; then
   echo "rover: made a development turn-identity key pair in $dev/" >&2
 fi
 export ROVER_IDENTITY__PUBLIC_KEY_FILE="$PWD/$dev/turn-identity.pub.pem"
+export ROVER_AGENT__SKILLS_DIR="$PWD/skills"
+export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
+export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
 
 "$bin/rover-toolserver" db setup --demo
 
@@ -26,9 +30,9 @@ stop() {
   wait
 }
 trap stop INT TERM EXIT
-for service in rover-toolserver rover-worker rover-gateway; do
+for service in rover-scripted-model rover-toolserver rover-worker rover-gateway; do
   "$bin/$service" &
   pids+=("$!")
 done
-echo "rover: the three services are running; Ctrl-C stops them." >&2
+echo "rover: the scripted model and the three services are running; Ctrl-C stops them." >&2
 wait -n

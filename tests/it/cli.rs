@@ -192,6 +192,10 @@ fn services_log_their_settings_and_stop_on_sigterm() {
             .unwrap()
             .env("ROVER_TELEMETRY__FORMAT", "json")
             .env("ROVER_DATABASE__URL", "postgres://app:hunter2@db/rover")
+            .env(
+                "ROVER_AGENT__SKILLS_DIR",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../skills"),
+            )
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

@@ -11,4 +11,4 @@ pub mod sandbox;
 pub mod skills;
 
 pub use agent::{Agent, Mounts, build_agent};
-pub use run::{Emitted, Events, ToolRpc, TurnDeps, TurnResult, run_turn};
+pub use run::{Emitted, Events, ToolRpc, TurnDeps, TurnResult, pending_question, run_turn};

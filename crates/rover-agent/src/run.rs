@@ -447,3 +447,17 @@ async fn delegate(agent: &Agent, args: Value, deps: TurnDeps<'_>) -> AgentToolRe
         )),
     }
 }
+
+/// The id of the `ask_user` call the thread is waiting on, if its last message asked one. Only
+/// that call may be answered: a client cannot add a tool result for any other call.
+pub fn pending_question(history: &[Value]) -> Option<&str> {
+    let last = history.last()?;
+    if last["role"] != "assistant" {
+        return None;
+    }
+    last["tool_calls"]
+        .as_array()?
+        .iter()
+        .find(|call| call["function"]["name"] == "ask_user")
+        .and_then(|call| call["id"].as_str())
+}

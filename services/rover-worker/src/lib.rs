@@ -1,21 +1,49 @@
-//! `rover-worker`, Rover's agent worker: consumes turns, builds the agent per turn, calls the model
-//! and the tools, and publishes the turn's events. Until its issue lands it starts, logs its
-//! settings and waits for a shutdown signal.
+//! `rover-worker`, Rover's agent worker: consumes turns from the turns queue, builds the agent for
+//! each turn from its runtime context (nothing cached across turns), runs the model/tool loop, and
+//! publishes the turn's events for whichever gateway holds the stream.
+//!
+//! A model error, timeout or malformed model output ends that turn with an error event and leaves
+//! the worker serving others. The thread's history is kept server-side: the worker never trusts a
+//! client's copy.
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rover_agent::model::{ModelClient, ModelOptions};
+use rover_agent::sandbox::Sandbox;
+use rover_agent::skills::SkillLibrary;
+use rover_agent::{Emitted, Mounts, ToolRpc, TurnDeps, build_agent, run_turn};
+use rover_contracts::ErrorCode;
+use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
+use rover_messaging::{
+    Broker, BrokerOptions, ConsumerOptions, Delivery, Outcome, OutgoingMessage, Publisher,
+    RpcOptions, Topology,
+};
+use rover_settings::{
+    AmqpSettings, DatabaseSettings, HttpSettings, ModelSettings, TelemetrySettings,
+};
 use serde::{Deserialize, Serialize};
-
-use rover_settings::{AmqpSettings, HttpSettings, ModelSettings, TelemetrySettings};
+use sqlx::postgres::PgPoolOptions;
+use tracing::Instrument as _;
 
 /// The worker's settings (`rover-worker --print-config` shows the effective ones).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Settings {
-    /// Health and metrics listener.
+    /// Health listener.
     pub http: HttpSettings,
     /// The broker turns are consumed from.
     pub amqp: AmqpSettings,
+    /// The database the conversation history lives in (as the application role).
+    pub database: DatabaseSettings,
     /// The OpenAI-compatible model endpoint.
     pub model: ModelSettings,
+    /// The agent: skills, sandboxes and limits.
+    pub agent: AgentSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
 }
@@ -25,8 +53,38 @@ impl Default for Settings {
         Self {
             http: HttpSettings::on(([127, 0, 0, 1], 9091)),
             amqp: AmqpSettings::default(),
+            database: DatabaseSettings::default(),
             model: ModelSettings::default(),
+            agent: AgentSettings::default(),
             telemetry: TelemetrySettings::default(),
+        }
+    }
+}
+
+/// How agents are built and bounded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// The skills folder (`general/`, `rover/`, one per role subagent).
+    pub skills_dir: PathBuf,
+    /// Where per-thread sandboxes live; unset, threads have no files.
+    pub sandbox_dir: Option<PathBuf>,
+    /// Most bytes one thread's sandbox may hold.
+    pub sandbox_limit_bytes: u64,
+    /// Model calls one agent may make in a turn before it stops with a clear message.
+    pub step_limit: u32,
+    /// Attempts of a model request on transport errors.
+    pub model_attempts: u32,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            skills_dir: PathBuf::from("skills"),
+            sandbox_dir: None,
+            sandbox_limit_bytes: 10 * 1024 * 1024,
+            step_limit: 8,
+            model_attempts: 2,
         }
     }
 }
@@ -37,12 +95,366 @@ impl rover_service::Telemetry for Settings {
     }
 }
 
-/// Runs the worker until `shutdown` resolves.
-pub async fn run(
+/// Everything a turn handler shares.
+#[derive(Debug)]
+struct Shared {
     settings: Settings,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    tracing::info!(model = %settings.model.name, "worker ready (turns arrive with the worker issue); waiting for shutdown");
-    shutdown.await;
-    Ok(())
+    pool: sqlx::PgPool,
+    model: ModelClient,
+    tools: ToolRpc,
+    skills: SkillLibrary,
+    publisher: Publisher,
+    topology: Topology,
+}
+
+/// A built worker: connected, skills loaded, not yet consuming.
+#[derive(Debug)]
+pub struct App {
+    shared: Arc<Shared>,
+    broker: Broker,
+    listener: tokio::net::TcpListener,
+}
+
+impl App {
+    /// Loads the skills (a bad skill fails start-up, naming the file), connects to the broker and
+    /// the database, and binds the health listener.
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let skills = SkillLibrary::load(&settings.agent.skills_dir).with_context(|| {
+            format!(
+                "Failed to load skills from {}",
+                settings.agent.skills_dir.display()
+            )
+        })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.database.max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(settings.database.url.expose())
+            .context("Failed to configure the database pool")?;
+        let broker = Broker::connect(BrokerOptions {
+            connection_name: "rover-worker".to_owned(),
+            ..BrokerOptions::new(settings.amqp.url.expose().clone())
+        })
+        .await
+        .context("Failed to connect to RabbitMQ")?;
+        let topology = Topology::new(settings.amqp.prefix.clone())
+            .with_delivery_limit(settings.amqp.delivery_limit);
+        broker
+            .declare(&topology)
+            .await
+            .context("Failed to declare the RabbitMQ topology")?;
+        let model = ModelClient::new(ModelOptions {
+            base_url: settings.model.base_url.clone(),
+            api_key: settings.model.api_key.expose().clone(),
+            model: settings.model.name.clone(),
+            timeout: Duration::from_millis(settings.model.timeout_ms),
+            attempts: settings.agent.model_attempts,
+        });
+        let tools = ToolRpc {
+            client: broker.rpc_client(RpcOptions {
+                attempt_timeout: Duration::from_millis(settings.amqp.rpc_attempt_timeout_ms),
+                attempts: settings.amqp.rpc_attempts,
+            }),
+            exchange: topology.tools_exchange(),
+        };
+        let listener = tokio::net::TcpListener::bind(settings.http.listen)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
+        let publisher = broker.publisher();
+        let shared = Arc::new(Shared {
+            settings,
+            pool,
+            model,
+            tools,
+            skills,
+            publisher,
+            topology,
+        });
+        Ok(App {
+            shared,
+            broker,
+            listener,
+        })
+    }
+
+    /// Where the health listener is bound.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(self.shared.settings.http.listen)
+    }
+
+    /// Consumes turns until `shutdown` resolves; then stops consuming, lets the turns in flight
+    /// finish, and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let App {
+            shared,
+            broker,
+            listener,
+        } = self;
+        let options = ConsumerOptions {
+            prefetch: shared.settings.amqp.prefetch,
+            consumer_tag: String::new(),
+        };
+        let queue = shared.topology.turns_queue();
+        let handler_shared = shared.clone();
+        let consumer = broker
+            .consume_decoded(
+                &queue,
+                options,
+                wire::decode::<TurnRequest>,
+                move |request, delivery| {
+                    let shared = handler_shared.clone();
+                    async move { handle_turn(&shared, request, delivery).await }
+                },
+            )
+            .await
+            .context("Failed to start consuming turns")?;
+        let ready = broker.clone();
+        let router = axum::Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+            .route(
+                "/readyz",
+                axum::routing::get(move || {
+                    let ready = ready.is_ready();
+                    async move {
+                        if ready {
+                            (axum::http::StatusCode::OK, "ready")
+                        } else {
+                            (
+                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                                "broker unreachable",
+                            )
+                        }
+                    }
+                }),
+            );
+        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+        let http = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = http_stopped.await;
+                })
+                .await
+        });
+        tracing::info!(%queue, model = shared.model.model(), "worker ready; waiting for shutdown");
+        shutdown.await;
+        tracing::info!("draining: no new turns; finishing the turns in flight");
+        consumer.shutdown().await;
+        let _ = stop_http.send(());
+        let _ = http.await;
+        broker.close().await;
+        shared.pool.close().await;
+        Ok(())
+    }
+}
+
+/// Builds and runs the worker until `shutdown` resolves.
+pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    App::build(settings).await?.run(shutdown).await
+}
+
+/// Runs one turn and settles its message. Every turn ends visibly: `finish`, or `error` then
+/// `finish`; the message is acked once the outcome is recorded.
+async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) -> Outcome {
+    let span = tracing::info_span!(
+        "rover.worker.turn",
+        turn_id = %request.turn_id,
+        thread_id = %request.thread_id,
+        redelivered = delivery.redelivered,
+    );
+    let turn = request.turn_id;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+    let forwarder = {
+        let publisher = shared.publisher.clone();
+        let exchange = shared.topology.turn_events_exchange();
+        tokio::spawn(async move {
+            let mut recorded = Vec::new();
+            let mut seq = 0u64;
+            while let Some(emitted) = receiver.recv().await {
+                let event = TurnEvent {
+                    turn_id: turn,
+                    seq,
+                    subagent: emitted.subagent,
+                    event: emitted.event,
+                };
+                seq += 1;
+                publish_event(&publisher, &exchange, &event).await;
+                recorded.push(event);
+            }
+            recorded
+        })
+    };
+    let _ = sender.send(Emitted {
+        subagent: None,
+        event: TurnEventKind::Start {
+            message_id: request.message_id.clone(),
+        },
+    });
+    let finish = match run_request(shared, &request, &sender)
+        .instrument(span)
+        .await
+    {
+        Ok(finish) => finish,
+        Err(failure) => {
+            tracing::warn!(turn_id = %turn, error = %failure.message, "turn failed");
+            let _ = sender.send(Emitted {
+                subagent: None,
+                event: TurnEventKind::Error {
+                    code: failure.code,
+                    message: failure.message,
+                },
+            });
+            FinishReason::Error
+        }
+    };
+    let _ = sender.send(Emitted {
+        subagent: None,
+        event: TurnEventKind::Finish { reason: finish },
+    });
+    drop(sender);
+    let recorded = forwarder.await.unwrap_or_default();
+    if let Err(error) = record_events(shared, &request, &recorded).await {
+        tracing::warn!(turn_id = %turn, %error, "could not record the turn's events");
+    }
+    Outcome::Ack
+}
+
+/// Why a turn failed, for the client.
+struct Failure {
+    code: ErrorCode,
+    message: String,
+}
+
+async fn run_request(
+    shared: &Shared,
+    request: &TurnRequest,
+    events: &rover_agent::Events,
+) -> Result<FinishReason, Failure> {
+    let context = &request.context;
+    let school = context.user_details.school.id;
+    let internal = |what: &str| {
+        let what = what.to_owned();
+        move |error: rover_domain::DomainError| {
+            tracing::error!(%error, "{what}");
+            Failure {
+                code: error.code(),
+                message: "The conversation could not be loaded. Please try again.".to_owned(),
+            }
+        }
+    };
+    let mut tx = rover_domain::begin_tenant(&shared.pool, school)
+        .await
+        .map_err(internal("begin"))?;
+    rover_domain::conversation::ensure_thread(
+        &mut tx,
+        request.thread_id,
+        context.user_details.user_id,
+    )
+    .await
+    .map_err(|e| Failure {
+        code: e.code(),
+        message: e.to_string(),
+    })?;
+    let history = rover_domain::conversation::history(&mut tx, request.thread_id)
+        .await
+        .map_err(internal("history"))?;
+    tx.commit().await.map_err(internal("commit"))?;
+    if let TurnInput::AskUserAnswer { tool_call_id, .. } = &request.input
+        && rover_agent::pending_question(&history) != Some(tool_call_id.as_str())
+    {
+        return Err(Failure {
+            code: ErrorCode::InvalidRequest,
+            message: "That question is no longer waiting for an answer.".to_owned(),
+        });
+    }
+
+    let sandbox = match &shared.settings.agent.sandbox_dir {
+        Some(dir) => Some(
+            Sandbox::open(
+                dir,
+                request.thread_id,
+                shared.settings.agent.sandbox_limit_bytes,
+            )
+            .map_err(|e| Failure {
+                code: ErrorCode::Internal,
+                message: format!("The chat's files are unavailable: {e}"),
+            })?,
+        ),
+        None => None,
+    };
+    // Built fresh for every turn from this turn's context: a role change shows on the next turn.
+    let agent = build_agent(
+        context,
+        &shared.skills,
+        Mounts {
+            sandbox: sandbox.is_some(),
+        },
+    );
+    let deps = TurnDeps {
+        model: &shared.model,
+        tools: &shared.tools,
+        identity: &request.identity,
+        context,
+        skills: &shared.skills,
+        sandbox: sandbox.as_ref(),
+        turn_id: request.turn_id,
+        step_limit: shared.settings.agent.step_limit,
+        events,
+    };
+    let result = run_turn(&agent, history, &request.input, deps)
+        .await
+        .map_err(|e| Failure {
+            code: ErrorCode::ModelError,
+            message: format!("The assistant's model failed: {e}"),
+        })?;
+
+    let mut tx = rover_domain::begin_tenant(&shared.pool, school)
+        .await
+        .map_err(internal("begin"))?;
+    rover_domain::conversation::append(
+        &mut tx,
+        request.thread_id,
+        request.turn_id,
+        &result.messages,
+    )
+    .await
+    .map_err(internal("append"))?;
+    tx.commit().await.map_err(internal("commit"))?;
+    Ok(result.finish)
+}
+
+async fn publish_event(publisher: &Publisher, exchange: &str, event: &TurnEvent) {
+    let key = rover_messaging::turn_event_routing_key(&event.turn_id.to_string());
+    let message = OutgoingMessage::new(wire::encode(event))
+        .with_message_id(format!("{}/{}", event.turn_id, event.seq))
+        .transient();
+    match publisher.publish(exchange, &key, message).await {
+        Ok(()) => {}
+        // Nobody is streaming this turn right now; the recorded events serve a later resume.
+        Err(rover_messaging::PublishError::Unroutable { .. }) => {
+            tracing::debug!(seq = event.seq, "no gateway is following this turn")
+        }
+        Err(error) => tracing::warn!(%error, seq = event.seq, "could not publish a turn event"),
+    }
+}
+
+async fn record_events(
+    shared: &Shared,
+    request: &TurnRequest,
+    events: &[TurnEvent],
+) -> Result<(), rover_domain::DomainError> {
+    let rows: Vec<(i32, serde_json::Value)> = events
+        .iter()
+        .map(|e| {
+            (
+                i32::try_from(e.seq).unwrap_or(i32::MAX),
+                serde_json::to_value(e).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut tx =
+        rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
+    rover_domain::conversation::record_events(&mut tx, request.thread_id, request.turn_id, &rows)
+        .await?;
+    tx.commit().await
 }

@@ -5,7 +5,7 @@ use clap::Parser;
 /// Rover's agent worker: consumes turns, builds the agent per turn, calls the model and the tools.
 ///
 /// Settings are layered: defaults, then the TOML file given with --config, then ROVER_… environment
-/// variables with __ for nesting (ROVER_AMQP__URL sets amqp.url).
+/// variables with __ for nesting (ROVER_MODEL__BASE_URL sets model.base_url).
 #[derive(Debug, Parser)]
 #[command(name = "rover-worker", version)]
 struct Cli {

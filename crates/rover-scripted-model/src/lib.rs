@@ -1,0 +1,155 @@
+//! A **test double** for the model: a deterministic, rule-driven HTTP server that speaks the
+//! OpenAI Chat Completions API (streaming and tool calls included), so Rover's real model client
+//! (async-openai) runs offline, in tests, demos and benchmarks. It is not a model and never
+//! pretends to be one: it follows a script.
+//!
+//! Layout:
+//! - [`rules`](Rules) — the TOML rules file (`rules.toml` in this crate is the default, embedded
+//!   in the binary) and its checked form;
+//! - `template` — the `{{path}}` language used in `say` texts and tool arguments;
+//! - `engine` — the stateless decision: given one request's conversation, the next response;
+//! - `openai` — the wire format, request in and `chat.completion` / `chat.completion.chunk` out;
+//! - `server` — the axum routes ([`ScriptedModel`]) and the latency knobs.
+//!
+//! The engine remembers nothing between requests. The *trigger* is the last `user` message; the
+//! first rule whose `when` regex matches it (and whose `offered` tools are all offered) is used;
+//! progress is the number of `tool` messages after the trigger.
+
+mod engine;
+mod openai;
+mod rules;
+mod server;
+mod template;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+pub use rules::{DEFAULT_RULES, Rules, RulesError};
+pub use server::ScriptedModel;
+
+/// The model name `GET /v1/models` lists unless configured otherwise.
+pub const DEFAULT_MODEL: &str = "rover-scripted-model";
+
+/// How the test double behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The model name listed by `GET /v1/models` (responses echo the requested name).
+    pub model: String,
+    /// The script.
+    pub rules: Rules,
+    /// Delay before the first chunk (or before a non-streamed response), for benchmarks.
+    pub first_token_delay: Duration,
+    /// Delay between streamed chunks, for benchmarks.
+    pub chunk_delay: Duration,
+}
+
+impl Config {
+    /// The given rules, no delays, the default model name.
+    pub fn new(rules: Rules) -> Self {
+        Self {
+            model: DEFAULT_MODEL.to_owned(),
+            rules,
+            first_token_delay: Duration::ZERO,
+            chunk_delay: Duration::ZERO,
+        }
+    }
+}
+
+impl Default for Config {
+    /// The embedded `rules.toml`, no delays.
+    fn default() -> Self {
+        Self::new(Rules::builtin())
+    }
+}
+
+/// Serves the test double on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    ScriptedModel::new(config).serve(listener, shutdown).await
+}
+
+/// The binary's settings: defaults, then `--config` TOML, then `ROVER_…` variables, then flags.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// The test double itself (`ROVER_SCRIPTED__…`).
+    pub scripted: ScriptedSettings,
+    /// Logging (`ROVER_TELEMETRY__…`).
+    pub telemetry: rover_settings::TelemetrySettings,
+}
+
+/// The `[scripted]` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScriptedSettings {
+    /// Address to listen on; port 0 picks a free port (the log line says which).
+    pub listen: SocketAddr,
+    /// A rules file; absent means the embedded `rules.toml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<PathBuf>,
+    /// The model name `GET /v1/models` lists.
+    pub model: String,
+    /// Milliseconds before the first chunk (`ROVER_SCRIPTED__FIRST_TOKEN_DELAY_MS`).
+    pub first_token_delay_ms: u64,
+    /// Milliseconds between chunks (`ROVER_SCRIPTED__CHUNK_DELAY_MS`).
+    pub chunk_delay_ms: u64,
+}
+
+impl Default for ScriptedSettings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
+            rules: None,
+            model: DEFAULT_MODEL.to_owned(),
+            first_token_delay_ms: 0,
+            chunk_delay_ms: 0,
+        }
+    }
+}
+
+impl rover_service::Telemetry for Settings {
+    fn telemetry(&self) -> &rover_settings::TelemetrySettings {
+        &self.telemetry
+    }
+}
+
+impl ScriptedSettings {
+    /// The [`Config`] these settings describe, reading the rules file if one is named.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let rules = match &self.rules {
+            None => Rules::builtin(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("Failed to read the rules file {}", path.display()))?;
+                Rules::parse(&text)
+                    .with_context(|| format!("Failed to load the rules file {}", path.display()))?
+            }
+        };
+        Ok(Config {
+            model: self.model.clone(),
+            rules,
+            first_token_delay: Duration::from_millis(self.first_token_delay_ms),
+            chunk_delay: Duration::from_millis(self.chunk_delay_ms),
+        })
+    }
+}
+
+/// Binds the configured address and serves until `shutdown` resolves: what the binary runs.
+pub async fn run(
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let config = settings.scripted.config()?;
+    let listener = tokio::net::TcpListener::bind(settings.scripted.listen)
+        .await
+        .with_context(|| format!("Failed to listen on {}", settings.scripted.listen))?;
+    serve(listener, config, shutdown).await
+}

@@ -1,0 +1,11 @@
+//! Integration tests of the scripted model test double: the server in-process on port 0, driven
+//! by the real async-openai client the worker uses, streaming and not.
+
+mod binary;
+mod endpoints;
+mod failures;
+mod helpers;
+mod refusals;
+mod rules_file;
+mod streaming;
+mod utterances;

@@ -1,0 +1,153 @@
+//! The agent is built per turn from live rows, and its prompt cannot drift from what the model is
+//! given: the inventory lists exactly the tools sent, the roster exactly the subagents built.
+
+use std::collections::BTreeSet;
+
+use rover_agent::prompt::{inventory, roster};
+use rover_agent::skills::SkillLibrary;
+use rover_agent::{Mounts, build_agent};
+use serde_json::Value;
+
+use crate::helpers::{skills_dir, spawn_stack};
+
+const DEMO_USERS: [&str; 7] = [
+    "admin@hill.school",
+    "kololo.admin@hill.school",
+    "dos@hill.school",
+    "amina@hill.school",
+    "okello@hill.school",
+    "bursar@hill.school",
+    "admin@lakeside.college",
+];
+
+fn tool_names(definitions: &[Value]) -> Vec<String> {
+    definitions
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn for_every_demo_user_the_inventory_is_the_tools_and_the_roster_is_the_subagents() {
+    let stack = spawn_stack().await;
+    let skills = SkillLibrary::load(&skills_dir()).unwrap();
+    for email in DEMO_USERS {
+        let context = stack.context(email).await;
+        for sandbox in [false, true] {
+            let agent = build_agent(&context, &skills, Mounts { sandbox });
+            let sent = tool_names(&agent.tool_definitions());
+            assert_eq!(
+                inventory(&agent.system_prompt),
+                sent,
+                "{email}: inventory drifted"
+            );
+            let built: Vec<&str> = agent.subagents.iter().map(|s| s.name()).collect();
+            assert_eq!(
+                roster(&agent.system_prompt),
+                built,
+                "{email}: roster drifted"
+            );
+            assert_eq!(
+                built.is_empty(),
+                !sent.contains(&"task".to_owned()),
+                "{email}: task exists iff a subagent does"
+            );
+            for subagent in &agent.subagents {
+                assert_eq!(
+                    inventory(&subagent.system_prompt),
+                    tool_names(&subagent.tool_definitions()),
+                    "{email} {}",
+                    subagent.name()
+                );
+                assert!(
+                    !subagent.system_prompt.contains("You are Rover"),
+                    "subagents inherit nothing from Rover"
+                );
+                assert!(subagent.tools.iter().all(|t| t.contract.name != "task"));
+            }
+            // Tools whose policy permission is missing from the snapshot are left out.
+            for tool in &agent.tools {
+                if let Some(permission) = tool.contract.required_permission() {
+                    assert!(
+                        context.user_permissions.allows(permission),
+                        "{email} got {}",
+                        tool.contract.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn what_the_model_is_shown_matches_the_prompts_inventory() {
+    let stack = spawn_stack().await;
+    stack
+        .turn(
+            "amina@hill.school",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    let requests = stack.model_requests().await;
+    assert!(
+        requests.len() >= 3,
+        "Rover and the subagent both called the model"
+    );
+    for request in requests {
+        let system = request["messages"][0]["content"].as_str().unwrap();
+        let offered = request["tools"]
+            .as_array()
+            .map(|t| tool_names(t))
+            .unwrap_or_default();
+        assert_eq!(inventory(system), offered);
+    }
+}
+
+#[tokio::test]
+async fn a_role_change_between_two_turns_changes_the_tools_offered() {
+    let stack = spawn_stack().await;
+    let offered = |requests: &[Value]| -> BTreeSet<String> {
+        requests
+            .last()
+            .and_then(|r| r["tools"].as_array())
+            .map(|t| tool_names(t).into_iter().collect())
+            .unwrap_or_default()
+    };
+    stack
+        .turn("bursar@hill.school", "List the departments")
+        .await;
+    let before = offered(&stack.model_requests().await);
+    assert!(!before.contains("list_departments"), "{before:?}");
+
+    sqlx::query(
+        "INSERT INTO role_assignments (school_id, user_id, role) VALUES ($1, $2, 'school_admin')",
+    )
+    .bind(stack.db.ids.hill.as_uuid())
+    .bind(stack.db.ids.user("bursar@hill.school").as_uuid())
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    let turn = stack
+        .turn("bursar@hill.school", "List the departments")
+        .await;
+    let after = offered(&stack.model_requests().await);
+    assert!(
+        after.contains("list_departments") && after.contains("create_department"),
+        "{after:?}"
+    );
+    assert_eq!(turn.tool_names(), ["list_departments"]);
+}
+
+#[tokio::test]
+async fn a_skill_with_bad_front_matter_fails_start_up_naming_the_file() {
+    let dir = std::env::temp_dir().join(format!("rover-bad-skills-{}", uuid::Uuid::new_v4()));
+    let skill = dir.join("rover/broken");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "---\nname: [unclosed\n---\nbody\n").unwrap();
+    let mut settings = rover_worker::Settings::default();
+    settings.agent.skills_dir = dir.clone();
+    let error = rover_worker::App::build(settings).await.unwrap_err();
+    let text = format!("{error:#}");
+    assert!(text.contains("rover/broken/SKILL.md"), "{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
