@@ -11,4 +11,7 @@ pub mod sandbox;
 pub mod skills;
 
 pub use agent::{Agent, Mounts, build_agent};
-pub use run::{Emitted, Events, ToolRpc, TurnDeps, TurnResult, pending_question, run_turn};
+pub use run::{
+    ArtifactStore, Emitted, Events, NewArtifact, ToolRpc, TurnDeps, TurnResult, pending_question,
+    run_turn,
+};

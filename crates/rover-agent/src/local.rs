@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::agent::Agent;
-use crate::run::TurnDeps;
+use crate::run::{NewArtifact, TurnDeps};
 
 /// The activity label of a tool; for an unknown name, copy derived from its verb.
 pub(crate) fn label(name: &str) -> String {
@@ -40,7 +40,7 @@ fn data<T: Serialize>(value: T, scope: String) -> AgentToolResult<Value> {
 const SKILLS_ROOT: &str = "/skills";
 
 /// Runs a local tool (other than `task`).
-pub(crate) fn run(
+pub(crate) async fn run(
     agent: &Agent,
     name: &str,
     args: Value,
@@ -65,9 +65,10 @@ pub(crate) fn run(
             })
             .map_or_else(AgentToolResult::error, |w| data(w, scope))
         }),
-        "save_artifact" => {
-            parse::<SaveArtifactArgs>(name, args).map(|a| save_artifact(a, deps, scope))
-        }
+        "save_artifact" => match parse::<SaveArtifactArgs>(name, args) {
+            Ok(args) => Ok(save_artifact(args, deps, scope).await),
+            Err(error) => Err(error),
+        },
         other => Ok(AgentToolResult::error(format!(
             "{other} cannot be run here."
         ))),
@@ -192,27 +193,52 @@ fn read_file(
     })
 }
 
-fn save_artifact(
+async fn save_artifact(
     args: SaveArtifactArgs,
     deps: TurnDeps<'_>,
     scope: String,
 ) -> AgentToolResult<Value> {
-    // The artifact is a copy of the file under the thread's `/.artifacts/`, so a later edit of the
-    // working file does not change what the staff member downloads.
-    let result = with_sandbox(deps, |s| {
-        let bytes = s.read_bytes(&args.path).map_err(|e| e.to_string())?;
-        let id = rover_contracts::ids::ArtifactId::new();
-        let text = String::from_utf8(bytes)
-            .map_err(|_| "Only text files can be saved as artifacts.".to_owned())?;
-        let stored = s
-            .write(&format!("/.artifacts/{id}"), &text)
-            .map_err(|e| e.to_string())?;
-        Ok(tools::Artifact {
-            id,
-            title: args.title.clone(),
-            path: args.path.clone(),
-            bytes: stored.bytes,
-        })
-    });
-    result.map_or_else(AgentToolResult::error, |artifact| data(artifact, scope))
+    let Some(store) = deps.artifacts else {
+        return AgentToolResult::error("Files cannot be published from this chat.");
+    };
+    let content = match with_sandbox(deps, |s| {
+        s.read_bytes(&args.path).map_err(|e| e.to_string())
+    }) {
+        Ok(content) => content,
+        Err(error) => return AgentToolResult::error(error),
+    };
+    let bytes = content.len() as u64;
+    let artifact = NewArtifact {
+        title: args.title.clone(),
+        media_type: media_type(&args.path).to_owned(),
+        content,
+    };
+    match store(artifact).await {
+        Ok(id) => data(
+            tools::Artifact {
+                id,
+                title: args.title,
+                path: args.path,
+                bytes,
+            },
+            scope,
+        ),
+        Err(error) => AgentToolResult::error(format!("The file could not be published: {error}")),
+    }
+}
+
+/// A media type from a file name's extension.
+fn media_type(path: &str) -> &'static str {
+    match path
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .as_deref()
+    {
+        Some("md") => "text/markdown",
+        Some("txt") => "text/plain",
+        Some("csv") => "text/csv",
+        Some("json") => "application/json",
+        Some("html") => "text/html",
+        _ => "application/octet-stream",
+    }
 }

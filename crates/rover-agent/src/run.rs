@@ -44,7 +44,7 @@ pub struct ToolRpc {
 }
 
 /// Everything a turn needs besides the agent and the conversation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct TurnDeps<'a> {
     /// The model.
     pub model: &'a ModelClient,
@@ -64,7 +64,39 @@ pub struct TurnDeps<'a> {
     pub step_limit: u32,
     /// Where events go.
     pub events: &'a Events,
+    /// Stores a file as a downloadable artifact of the thread (`save_artifact`); `None` without a
+    /// backend to store into.
+    pub artifacts: Option<&'a ArtifactStore>,
 }
+
+impl std::fmt::Debug for TurnDeps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnDeps")
+            .field("turn_id", &self.turn_id)
+            .field("step_limit", &self.step_limit)
+            .field("sandbox", &self.sandbox.is_some())
+            .field("artifacts", &self.artifacts.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A file `save_artifact` hands to the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewArtifact {
+    /// The title the staff member sees (also the download's name).
+    pub title: String,
+    /// IANA media type, guessed from the file's extension.
+    pub media_type: String,
+    /// The file's bytes.
+    pub content: Vec<u8>,
+}
+
+/// The backend that stores artifacts (the worker's: a row in Postgres, in the caller's tenant).
+pub type ArtifactStore = dyn Fn(
+        NewArtifact,
+    ) -> futures::future::BoxFuture<'static, Result<rover_contracts::ids::ArtifactId, String>>
+    + Send
+    + Sync;
 
 /// How a turn ended, and what it added to the conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -362,7 +394,7 @@ async fn execute(
                 if call.name == "task" {
                     delegate(agent, args, deps).await
                 } else {
-                    local::run(agent, &call.name, args, deps)
+                    local::run(agent, &call.name, args, deps).await
                 }
             }
         }

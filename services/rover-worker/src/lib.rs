@@ -13,10 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::FutureExt as _;
 use rover_agent::model::{ModelClient, ModelOptions};
 use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
-use rover_agent::{Emitted, Mounts, ToolRpc, TurnDeps, build_agent, run_turn};
+use rover_agent::{Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, run_turn};
 use rover_contracts::ErrorCode;
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{
@@ -382,6 +383,34 @@ async fn run_request(
         ),
         None => None,
     };
+    let artifacts = {
+        let (pool, thread, user) = (
+            shared.pool.clone(),
+            request.thread_id,
+            context.user_details.user_id,
+        );
+        move |artifact: NewArtifact| {
+            let pool = pool.clone();
+            async move {
+                let mut tx = rover_domain::begin_tenant(&pool, school)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let id = rover_domain::conversation::save_artifact(
+                    &mut tx,
+                    thread,
+                    user,
+                    &artifact.title,
+                    &artifact.media_type,
+                    &artifact.content,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())?;
+                Ok(id)
+            }
+            .boxed()
+        }
+    };
     // Built fresh for every turn from this turn's context: a role change shows on the next turn.
     let agent = build_agent(
         context,
@@ -400,6 +429,7 @@ async fn run_request(
         turn_id: request.turn_id,
         step_limit: shared.settings.agent.step_limit,
         events,
+        artifacts: Some(&artifacts),
     };
     let result = run_turn(&agent, history, &request.input, deps)
         .await

@@ -268,3 +268,31 @@ async fn an_answer_to_ask_user_becomes_that_calls_result_and_the_turn_continues(
             .contains("The attendance for S1 Blue")
     );
 }
+
+#[tokio::test]
+async fn sandbox_files_become_artifacts_and_skills_are_read_on_demand() {
+    let stack = spawn_stack().await;
+    let turn = stack
+        .turn(
+            ADMIN,
+            "Save a note called plan saying Term 3 starts on Monday",
+        )
+        .await;
+    assert_eq!(turn.tool_names(), ["write_file", "save_artifact"]);
+    assert!(turn.tool_errors().is_empty(), "{:?}", turn.tool_errors());
+    let content: Vec<u8> =
+        sqlx::query_scalar("SELECT content FROM artifacts WHERE filename = 'plan'")
+            .fetch_one(&stack.owner)
+            .await
+            .unwrap();
+    assert_eq!(content, b"Term 3 starts on Monday");
+
+    let turn = stack.turn(ADMIN, "Read the scope-context skill").await;
+    assert_eq!(turn.tool_names(), ["read_file"]);
+    assert!(turn.tool_errors().is_empty(), "{:?}", turn.tool_errors());
+    assert!(
+        turn.text().to_lowercase().contains("scopecontext"),
+        "{}",
+        turn.text()
+    );
+}
