@@ -4,7 +4,8 @@
 #   2. the database, its two roles, the schema and the demo schools (`rover-toolserver db setup --demo`,
 #      idempotent);
 #   3. the scripted model (a test double speaking the OpenAI API) and the three services, with
-#      human-readable logs.
+#      human-readable logs;
+#   4. one demo turn through the gateway, narrated as the Hub would show it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=target/debug
@@ -17,6 +18,7 @@ if [ ! -f "$dev/turn-identity.pem" ]; then
   echo "rover: made a development turn-identity key pair in $dev/" >&2
 fi
 export ROVER_IDENTITY__PUBLIC_KEY_FILE="$PWD/$dev/turn-identity.pub.pem"
+export ROVER_IDENTITY__PRIVATE_KEY_FILE="$PWD/$dev/turn-identity.pem"
 export ROVER_AGENT__SKILLS_DIR="$PWD/skills"
 export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
 export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
@@ -34,5 +36,14 @@ for service in rover-scripted-model rover-toolserver rover-worker rover-gateway;
   "$bin/$service" &
   pids+=("$!")
 done
-echo "rover: the scripted model and the three services are running; Ctrl-C stops them." >&2
+for _ in $(seq 1 100); do
+  curl -fsS http://127.0.0.1:8080/readyz >/dev/null 2>&1 && break
+  sleep 0.2
+done
+echo >&2
+echo "rover: demo turn — the Hub would show:" >&2
+"$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called Sciences" \
+  || echo "rover: the demo turn failed (see the logs above)" >&2
+echo >&2
+echo "rover: serving on http://127.0.0.1:8080 (token: $bin/rover-gateway token --email admin@hill.school); Ctrl-C stops everything." >&2
 wait -n

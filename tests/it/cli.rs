@@ -185,12 +185,17 @@ impl Drop for DropDatabase {
 
 #[test]
 fn services_log_their_settings_and_stop_on_sigterm() {
-    // The tool server needs its key, database and broker to start; its start-up and graceful
-    // shutdown are tested in-process by its own suite.
-    for service in ["rover-gateway", "rover-worker"] {
+    // Each starts with its keys and a broker vhost of its own; the database pool connects lazily.
+    let vhost = rover_testkit::TestVhost::create();
+    let keys = rover_testkit::TurnKeys::generate();
+    for service in SERVICES {
         let mut child = service_command(service)
             .unwrap()
             .env("ROVER_TELEMETRY__FORMAT", "json")
+            .env("ROVER_AMQP__URL", vhost.url())
+            .env("ROVER_HTTP__LISTEN", "127.0.0.1:0")
+            .env("ROVER_IDENTITY__PUBLIC_KEY_FILE", keys.public_key_file())
+            .env("ROVER_IDENTITY__PRIVATE_KEY_FILE", keys.private_key_file())
             .env("ROVER_DATABASE__URL", "postgres://app:hunter2@db/rover")
             .env(
                 "ROVER_AGENT__SKILLS_DIR",

@@ -1,3 +1,5 @@
 //! Rover's cross-service tests. Each module is one feature; each test starts what it needs.
 
 mod cli;
+mod e2e;
+mod stack;

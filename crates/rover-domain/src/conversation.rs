@@ -127,3 +127,38 @@ pub async fn save_artifact(
     .await?;
     Ok(rover_contracts::ids::ArtifactId::from_uuid(id))
 }
+
+/// Marks `turn` as the thread's current turn (what `GET /api/chat/{id}/stream` resumes).
+pub async fn start_turn(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+) -> Result<(), DomainError> {
+    sqlx::query("UPDATE threads SET last_turn_id = $2 WHERE id = $1")
+        .bind(thread.as_uuid())
+        .bind(turn.as_uuid())
+        .execute(tx.connection())
+        .await?;
+    Ok(())
+}
+
+/// The thread's current (or last) turn: `None` when the thread does not exist or never ran one;
+/// `NotFound` when it is another user's.
+pub async fn last_turn(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+) -> Result<Option<TurnId>, DomainError> {
+    let row: Option<(uuid::Uuid, Option<uuid::Uuid>)> =
+        sqlx::query_as("SELECT user_id, last_turn_id FROM threads WHERE id = $1")
+            .bind(thread.as_uuid())
+            .fetch_optional(tx.connection())
+            .await?;
+    match row {
+        None => Ok(None),
+        Some((owner, turn)) if owner == user.as_uuid() => Ok(turn.map(TurnId::from_uuid)),
+        Some(_) => Err(DomainError::NotFound(
+            "No conversation with that id was found.".to_owned(),
+        )),
+    }
+}

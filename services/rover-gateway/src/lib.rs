@@ -1,23 +1,166 @@
-//! `rover-gateway`, the HTTP edge of Rover: `useChat` over SSE, JWT authentication, runtime-context
-//! minting and the REST API. Until its issue lands it starts, logs its settings and waits for a
-//! shutdown signal.
+//! `rover-gateway`, the HTTP edge of Rover (seed hops 1 and 6): `POST /api/chat` speaks the AI SDK
+//! UI message stream so a `useChat` Hub works unchanged; JWT authentication; the runtime context
+//! minted per turn from live rows and the turn identity signed with the gateway's Ed25519 key; the
+//! REST API over the same domain functions and authorization as the tools.
+//!
+//! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
+//! lets open streams finish up to a deadline.
 
+pub mod auth;
+pub mod caller;
+pub mod chat;
+pub mod demo;
+pub mod error;
+pub mod rest;
+pub mod state;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use rover_contracts::identity::TurnSigner;
+use rover_messaging::{Broker, BrokerOptions, Topology};
+use rover_settings::{AmqpSettings, DatabaseSettings, Secret, TelemetrySettings};
 use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgPoolOptions;
 
-use rover_settings::{AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings};
+use crate::state::{AppState, Shared};
 
 /// The gateway's settings (`rover-gateway --print-config` shows the effective ones).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Settings {
-    /// Where the API listens.
-    pub http: HttpSettings,
+    /// The HTTP listener and its limits.
+    pub http: GatewayHttp,
     /// The broker turns are published to.
     pub amqp: AmqpSettings,
     /// The database the runtime context is minted from.
     pub database: DatabaseSettings,
+    /// How bearer tokens are verified.
+    pub auth: AuthSettings,
+    /// The key turn identities are signed with.
+    pub identity: SigningSettings,
+    /// Chat streams.
+    pub chat: ChatSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
+}
+
+/// The HTTP listener.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayHttp {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Largest request body accepted (413 beyond).
+    pub body_limit_bytes: usize,
+    /// Deadline of a non-streaming request, in milliseconds.
+    pub request_timeout_ms: u64,
+    /// How long open streams may run on after shutdown starts, in milliseconds.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for GatewayHttp {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            body_limit_bytes: 1024 * 1024,
+            request_timeout_ms: 30_000,
+            shutdown_grace_ms: 30_000,
+        }
+    }
+}
+
+/// Bearer-token verification. The algorithm is pinned: a token signed any other way is refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuthSettings {
+    /// `HS256` (development), `RS256`, `ES256` or `EdDSA`.
+    pub algorithm: String,
+    /// The shared secret, for HS256.
+    pub hs256_secret: Option<Secret<String>>,
+    /// A PEM public key file, for RS256/ES256/EdDSA.
+    pub public_key_file: Option<PathBuf>,
+    /// A JWKS URL, for RS256/ES256/EdDSA (keys chosen by `kid`).
+    pub jwks_url: Option<String>,
+    /// The required `iss`.
+    pub issuer: String,
+    /// The required `aud`.
+    pub audience: String,
+    /// Clock skew tolerated on `exp`/`nbf`, in seconds.
+    pub leeway_secs: u64,
+    /// Lifetime of tokens printed by `rover-gateway token`, in seconds.
+    pub dev_token_ttl_secs: u64,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            algorithm: "HS256".to_owned(),
+            hs256_secret: Some(Secret::new("rover-development-secret-change-me".to_owned())),
+            public_key_file: None,
+            jwks_url: None,
+            issuer: "rover-dev".to_owned(),
+            audience: "rover".to_owned(),
+            leeway_secs: 30,
+            dev_token_ttl_secs: 12 * 3600,
+        }
+    }
+}
+
+/// The gateway's Ed25519 signing key for turn identities.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SigningSettings {
+    /// PKCS#8 PEM private key (`openssl genpkey -algorithm ed25519`).
+    pub private_key_file: Option<PathBuf>,
+    /// How long a turn identity is valid, in seconds (must cover the longest turn).
+    pub ttl_secs: u64,
+}
+
+impl Default for SigningSettings {
+    fn default() -> Self {
+        Self {
+            private_key_file: None,
+            ttl_secs: 1800,
+        }
+    }
+}
+
+impl SigningSettings {
+    /// Loads the signer, or says exactly what is missing.
+    pub fn signer(&self) -> anyhow::Result<TurnSigner> {
+        let path = self.private_key_file.as_ref().context(
+            "identity.private_key_file is not set: the gateway needs its Ed25519 private key \
+             (ROVER_IDENTITY__PRIVATE_KEY_FILE)",
+        )?;
+        let pem =
+            std::fs::read(path).with_context(|| format!("Failed to read {}", path.display()))?;
+        TurnSigner::from_pem(&pem).with_context(|| format!("Failed to load {}", path.display()))
+    }
+}
+
+/// Chat streams.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChatSettings {
+    /// A keep-alive comment is sent after this much silence, in milliseconds.
+    pub keepalive_ms: u64,
+    /// A stream with no event for this long ends with an error, in milliseconds.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for ChatSettings {
+    fn default() -> Self {
+        Self {
+            keepalive_ms: 15_000,
+            idle_timeout_ms: 300_000,
+        }
+    }
 }
 
 impl rover_service::Telemetry for Settings {
@@ -26,12 +169,154 @@ impl rover_service::Telemetry for Settings {
     }
 }
 
-/// Runs the gateway until `shutdown` resolves.
+/// A built gateway: connected and bound, not yet serving.
+#[derive(Debug)]
+pub struct App {
+    state: AppState,
+    listener: tokio::net::TcpListener,
+}
+
+impl App {
+    /// Loads keys, connects to the broker (declaring the topology) and the database, and binds.
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let signer = settings.identity.signer()?;
+        let auth = auth::Authenticator::new(&settings.auth)
+            .context("Failed to set up token verification")?;
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.database.max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy(settings.database.url.expose())
+            .context("Failed to configure the database pool")?;
+        let broker = Broker::connect(BrokerOptions {
+            connection_name: "rover-gateway".to_owned(),
+            ..BrokerOptions::new(settings.amqp.url.expose().clone())
+        })
+        .await
+        .context("Failed to connect to RabbitMQ")?;
+        let topology = Topology::new(settings.amqp.prefix.clone())
+            .with_delivery_limit(settings.amqp.delivery_limit);
+        broker
+            .declare(&topology)
+            .await
+            .context("Failed to declare the RabbitMQ topology")?;
+        let listener = tokio::net::TcpListener::bind(settings.http.listen)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
+        let publisher = broker.publisher();
+        let state = AppState(Arc::new(Shared {
+            settings,
+            pool,
+            broker,
+            publisher,
+            topology,
+            auth,
+            signer,
+        }));
+        Ok(App { state, listener })
+    }
+
+    /// Where the gateway listens (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or(self.state.settings.http.listen)
+    }
+
+    /// Serves until `shutdown` resolves, then lets open streams finish up to the grace period.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let App { state, listener } = self;
+        let grace = Duration::from_millis(state.settings.http.shutdown_grace_ms);
+        let router = router(state.clone());
+        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "gateway ready; waiting for shutdown");
+        let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("draining: no new connections; open streams may finish");
+            let _ = stopping.send(());
+        });
+        let server = tokio::spawn(async move { server.await });
+        let _ = stopped.await;
+        match tokio::time::timeout(grace, server).await {
+            Ok(joined) => joined
+                .context("the server task failed")?
+                .context("the server failed")?,
+            Err(_) => tracing::warn!(
+                ?grace,
+                "open streams did not finish within the grace period"
+            ),
+        }
+        state.broker.close().await;
+        state.pool.close().await;
+        Ok(())
+    }
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState) -> Router {
+    use axum::routing::get;
+    let limits = &state.settings.http;
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .merge(chat::router())
+        .merge(rest::router())
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            limits.body_limit_bytes,
+        ))
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            tower_http::request_id::MakeRequestUuid,
+        ))
+        .with_state(state)
+}
+
+async fn ready(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> (axum::http::StatusCode, &'static str) {
+    if !state.broker.is_ready() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "broker unreachable",
+        );
+    }
+    match sqlx::query("SELECT 1").execute(&state.pool).await {
+        Ok(_) => (axum::http::StatusCode::OK, "ready"),
+        Err(_) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "database unreachable",
+        ),
+    }
+}
+
+/// Builds and runs the gateway until `shutdown` resolves.
 pub async fn run(
     settings: Settings,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    tracing::info!(listen = %settings.http.listen, "gateway ready (serving arrives with the gateway issue); waiting for shutdown");
-    shutdown.await;
-    Ok(())
+    App::build(settings).await?.run(shutdown).await
+}
+
+/// A development token for the user with this email (`rover-gateway token --email …`).
+pub async fn dev_token_for_email(settings: &Settings, email: &str) -> anyhow::Result<String> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(settings.database.url.expose())
+        .await
+        .context("Failed to connect to the database")?;
+    let school = rover_domain::actor::user_school_by_email(&pool, email)
+        .await?
+        .with_context(|| format!("No user with the email {email}"))?;
+    let mut tx = rover_domain::begin_tenant(&pool, school).await?;
+    let user = rover_domain::actor::load_user_by_email(&mut tx, email).await?;
+    tx.rollback().await?;
+    auth::dev_token(
+        &settings.auth,
+        user.user_id,
+        &user.email,
+        chrono::Utc::now(),
+    )
 }

@@ -11,10 +11,58 @@ use clap::Parser;
 struct Cli {
     #[command(flatten)]
     service: rover_service::ServiceArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print a development bearer token (HS256, signed with auth.hs256_secret) for a demo user.
+    Token {
+        /// The user's login email, e.g. admin@hill.school.
+        #[arg(long)]
+        email: String,
+    },
+    /// Send one message to a running gateway as a demo user and narrate the turn as the Hub would.
+    Demo {
+        /// The user's login email.
+        #[arg(long, default_value = "admin@hill.school")]
+        email: String,
+        /// What the user says.
+        #[arg(long, default_value = "Create a department called Sciences")]
+        message: String,
+        /// The gateway's base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    rover_service::run("rover-gateway", &cli.service, rover_gateway::run).await
+    match cli.command {
+        None => rover_service::run("rover-gateway", &cli.service, rover_gateway::run).await,
+        Some(Command::Token { email }) => {
+            rover_service::init_process();
+            let settings: rover_gateway::Settings = cli.service.load()?;
+            let token = rover_gateway::dev_token_for_email(&settings, &email).await?;
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{token}");
+            }
+            Ok(())
+        }
+        Some(Command::Demo {
+            email,
+            message,
+            url,
+        }) => {
+            rover_service::init_process();
+            let settings: rover_gateway::Settings = cli.service.load()?;
+            let token = rover_gateway::dev_token_for_email(&settings, &email).await?;
+            eprintln!("{email}: {message}");
+            rover_gateway::demo::narrate(&url, &token, &message, &mut std::io::stderr()).await?;
+            Ok(())
+        }
+    }
 }

@@ -264,25 +264,40 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         redelivered = delivery.redelivered,
     );
     let turn = request.turn_id;
+    // The thread must exist (and be the caller's) before any event is recorded against it.
+    let owned = ensure_thread(shared, &request).await;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
     let forwarder = {
         let publisher = shared.publisher.clone();
         let exchange = shared.topology.turn_events_exchange();
+        let pool = shared.pool.clone();
+        let (school, thread) = (request.context.user_details.school.id, request.thread_id);
         tokio::spawn(async move {
-            let mut recorded = Vec::new();
+            // Each batch of events is recorded (for replay and resume) before it is published, so
+            // a client that reconnects never misses an event it could not have seen live.
             let mut seq = 0u64;
-            while let Some(emitted) = receiver.recv().await {
-                let event = TurnEvent {
-                    turn_id: turn,
-                    seq,
-                    subagent: emitted.subagent,
-                    event: emitted.event,
-                };
-                seq += 1;
-                publish_event(&publisher, &exchange, &event).await;
-                recorded.push(event);
+            let mut batch = Vec::new();
+            while receiver.recv_many(&mut batch, 256).await > 0 {
+                let events: Vec<TurnEvent> = batch
+                    .drain(..)
+                    .map(|emitted| {
+                        let event = TurnEvent {
+                            turn_id: turn,
+                            seq,
+                            subagent: emitted.subagent,
+                            event: emitted.event,
+                        };
+                        seq += 1;
+                        event
+                    })
+                    .collect();
+                if let Err(error) = record_events(&pool, school, thread, turn, &events).await {
+                    tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+                }
+                for event in &events {
+                    publish_event(&publisher, &exchange, event).await;
+                }
             }
-            recorded
         })
     };
     let _ = sender.send(Emitted {
@@ -291,9 +306,12 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
             message_id: request.message_id.clone(),
         },
     });
-    let finish = match run_request(shared, &request, &sender)
-        .instrument(span)
-        .await
+    let finish = match async {
+        owned?;
+        run_request(shared, &request, &sender).await
+    }
+    .instrument(span)
+    .await
     {
         Ok(finish) => finish,
         Err(failure) => {
@@ -313,9 +331,8 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         event: TurnEventKind::Finish { reason: finish },
     });
     drop(sender);
-    let recorded = forwarder.await.unwrap_or_default();
-    if let Err(error) = record_events(shared, &request, &recorded).await {
-        tracing::warn!(turn_id = %turn, %error, "could not record the turn's events");
+    if let Err(error) = forwarder.await {
+        tracing::warn!(turn_id = %turn, %error, "the event forwarder failed");
     }
     Outcome::Ack
 }
@@ -324,6 +341,21 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
 struct Failure {
     code: ErrorCode,
     message: String,
+}
+
+async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Result<(), Failure> {
+    let user = request.context.user_details.user_id;
+    let attempt = async {
+        let mut tx =
+            rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id)
+                .await?;
+        rover_domain::conversation::ensure_thread(&mut tx, request.thread_id, user).await?;
+        tx.commit().await
+    };
+    attempt.await.map_err(|e| Failure {
+        code: e.code(),
+        message: e.to_string(),
+    })
 }
 
 async fn run_request(
@@ -346,16 +378,7 @@ async fn run_request(
     let mut tx = rover_domain::begin_tenant(&shared.pool, school)
         .await
         .map_err(internal("begin"))?;
-    rover_domain::conversation::ensure_thread(
-        &mut tx,
-        request.thread_id,
-        context.user_details.user_id,
-    )
-    .await
-    .map_err(|e| Failure {
-        code: e.code(),
-        message: e.to_string(),
-    })?;
+
     let history = rover_domain::conversation::history(&mut tx, request.thread_id)
         .await
         .map_err(internal("history"))?;
@@ -469,8 +492,10 @@ async fn publish_event(publisher: &Publisher, exchange: &str, event: &TurnEvent)
 }
 
 async fn record_events(
-    shared: &Shared,
-    request: &TurnRequest,
+    pool: &sqlx::PgPool,
+    school: rover_contracts::ids::SchoolId,
+    thread: rover_contracts::ids::ThreadId,
+    turn: rover_contracts::ids::TurnId,
     events: &[TurnEvent],
 ) -> Result<(), rover_domain::DomainError> {
     let rows: Vec<(i32, serde_json::Value)> = events
@@ -482,9 +507,7 @@ async fn record_events(
             )
         })
         .collect();
-    let mut tx =
-        rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
-    rover_domain::conversation::record_events(&mut tx, request.thread_id, request.turn_id, &rows)
-        .await?;
+    let mut tx = rover_domain::begin_tenant(pool, school).await?;
+    rover_domain::conversation::record_events(&mut tx, thread, turn, &rows).await?;
     tx.commit().await
 }

@@ -1,0 +1,70 @@
+//! Who is calling: from an authenticated principal to their school, runtime context, identity and
+//! call scope — minted from live rows on every request, never from the request body.
+
+use rover_contracts::ErrorCode;
+use rover_contracts::context::{Attachment, CallScope, Identity, RuntimeContext};
+use rover_contracts::ids::{CampusId, SchoolId};
+use rover_domain::TenantTx;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A caller resolved against live rows.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Their school (the tenant).
+    pub school: SchoolId,
+    /// The full runtime context of this request.
+    pub context: RuntimeContext,
+}
+
+impl Caller {
+    /// Who tools and endpoints act as.
+    pub fn identity(&self) -> Identity {
+        self.context.identity()
+    }
+
+    /// How far they reach.
+    pub fn scope(&self) -> CallScope {
+        self.context.call_scope()
+    }
+}
+
+/// The principal's school, or 401 when the subject is no user of any school.
+pub async fn school_of(state: &AppState, principal: &Principal) -> Result<SchoolId, ApiError> {
+    rover_domain::actor::user_school(&state.pool, principal.user_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::unauthenticated("The token's subject is not a user of any school.")
+        })
+}
+
+/// Opens a tenant transaction for the principal's school.
+pub async fn tenant(state: &AppState, principal: &Principal) -> Result<TenantTx, ApiError> {
+    let school = school_of(state, principal).await?;
+    Ok(rover_domain::begin_tenant(&state.pool, school).await?)
+}
+
+/// Mints the caller's runtime context in `tx` (which must be the caller's tenant).
+pub async fn resolve(
+    tx: &mut TenantTx,
+    principal: &Principal,
+    campus: Option<CampusId>,
+    attachments: Vec<Attachment>,
+) -> Result<Caller, ApiError> {
+    let context =
+        rover_domain::context::runtime_context(tx, principal.user_id, campus, attachments)
+            .await
+            .map_err(|error| match error {
+                rover_domain::DomainError::NotFound(_) if campus.is_none() => ApiError::new(
+                    ErrorCode::Unauthenticated,
+                    "The token's subject is not a user of this school.",
+                ),
+                other => other.into(),
+            })?;
+    Ok(Caller {
+        school: tx.school_id(),
+        context,
+    })
+}

@@ -1,0 +1,565 @@
+//! `POST /api/chat` and `GET /api/chat/{id}/stream`: the AI SDK UI message stream over SSE, so a
+//! `useChat` Hub works unchanged (`PROTOCOLS.md` §1).
+//!
+//! A POST takes only the last message from the body — history is the server's — mints the runtime
+//! context from live rows, signs the turn identity, subscribes to the turn's events, publishes the
+//! turn and streams the events as UI message chunks. The turn runs in a worker, so a client that
+//! disconnects does not cancel it; `GET …/stream` replays the thread's current (or last) turn from
+//! its start, from the recorded events, and follows it live. Any gateway replica can serve either.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+use futures::StreamExt as _;
+use rover_contracts::ErrorCode;
+use rover_contracts::context::Attachment;
+use rover_contracts::identity::TurnGrant;
+use rover_contracts::ids::{CampusId, ThreadId, TurnId};
+use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
+use rover_messaging::{ConsumerHandle, ConsumerOptions, Outcome, OutgoingMessage};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::auth::Principal;
+use crate::caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The chat routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat", post(post_chat))
+        .route("/api/chat/{id}/stream", get(resume))
+}
+
+/// `useChat`'s request body. Only the last message is used; the rest of `messages` is ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChatRequest {
+    id: String,
+    #[serde(default)]
+    messages: Vec<UiMessage>,
+    /// An optional campus for a school-wide user's chat.
+    #[serde(default)]
+    campus_id: Option<CampusId>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UiMessage {
+    role: String,
+    #[serde(default)]
+    parts: Vec<Value>,
+}
+
+/// The header a Hub may use to pick the chat's campus.
+const CAMPUS_HEADER: &str = "x-rover-campus";
+/// The response header carrying the turn's trace id, for support tickets.
+const TRACE_HEADER: &str = "x-rover-trace-id";
+
+/// The thread of a chat id: the id itself when it is a UUID, else a UUID derived from it, so any
+/// client-chosen id names one global thread (and another user's is a 404).
+fn thread_id(chat: &str) -> Result<ThreadId, ApiError> {
+    if let Ok(id) = ThreadId::parse(chat) {
+        return Ok(id);
+    }
+    let valid = !chat.is_empty()
+        && chat.len() <= 200
+        && chat
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The chat id must be 1–200 letters, digits, '-' or '_'.",
+        ));
+    }
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_2a4e_9b7d_4c3a_8e21_5d0f_7a9b_c3e1);
+    Ok(ThreadId::from_uuid(uuid::Uuid::new_v5(
+        &NAMESPACE,
+        chat.as_bytes(),
+    )))
+}
+
+/// What the last message of the body asks for, and its attachments.
+fn turn_input(messages: &[UiMessage]) -> Result<(TurnInput, Vec<Attachment>), ApiError> {
+    let last = messages
+        .last()
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "The request has no messages."))?;
+    match last.role.as_str() {
+        "user" => {
+            let text: Vec<&str> = last
+                .parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect();
+            let attachments: Vec<Attachment> = last
+                .parts
+                .iter()
+                .filter(|p| p["type"] == "file")
+                .filter_map(|p| {
+                    Some(Attachment {
+                        filename: p["filename"].as_str().map(str::to_owned),
+                        media_type: p["mediaType"].as_str()?.to_owned(),
+                        url: p["url"].as_str()?.to_owned(),
+                    })
+                })
+                .collect();
+            let text = text.join("\n");
+            if text.trim().is_empty() && attachments.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "The last message is empty.",
+                ));
+            }
+            Ok((TurnInput::Message { text }, attachments))
+        }
+        // The one exception to "history is the server's": the answer to `ask_user`, which the
+        // worker accepts only for the call the thread is waiting on.
+        "assistant" => last
+            .parts
+            .iter()
+            .rev()
+            .find(|p| p["type"] == "tool-ask_user" && p["state"] == "output-available")
+            .and_then(|p| {
+                Some(TurnInput::AskUserAnswer {
+                    tool_call_id: p["toolCallId"].as_str()?.to_owned(),
+                    output: p["output"].clone(),
+                })
+            })
+            .map(|input| (input, Vec::new()))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "The last message answers no question.",
+                )
+            }),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The last message must be the user's.",
+        )),
+    }
+}
+
+/// The W3C trace id of the incoming request, or a fresh one.
+fn trace_id(headers: &HeaderMap) -> String {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|tp| tp.split('-').nth(1))
+        .filter(|id| {
+            id.len() == 32
+                && id.chars().all(|c| c.is_ascii_hexdigit())
+                && *id != "00000000000000000000000000000000"
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
+}
+
+fn campus_choice(
+    body: Option<CampusId>,
+    headers: &HeaderMap,
+) -> Result<Option<CampusId>, ApiError> {
+    if body.is_some() {
+        return Ok(body);
+    }
+    match headers
+        .get(CAMPUS_HEADER)
+        .map(|v| v.to_str().map(CampusId::parse))
+    {
+        None => Ok(None),
+        Some(Ok(Ok(id))) => Ok(Some(id)),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The campus header is not a campus id.",
+        )),
+    }
+}
+
+#[tracing::instrument(name = "rover.gateway.chat", skip_all, fields(turn_id = tracing::field::Empty, thread_id = tracing::field::Empty))]
+async fn post_chat(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Result<Json<ChatRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.body_text()))?;
+    let thread = thread_id(&body.id)?;
+    let (input, attachments) = turn_input(&body.messages)?;
+    let campus = campus_choice(body.campus_id, &headers)?;
+    let turn = TurnId::new();
+    tracing::Span::current()
+        .record("turn_id", tracing::field::display(turn))
+        .record("thread_id", tracing::field::display(thread));
+
+    // The runtime context, minted from live rows; the thread must be the caller's.
+    let mut tx = caller::tenant(&state, &principal).await?;
+    let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
+    rover_domain::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
+    tx.commit().await?;
+
+    let grant = TurnGrant {
+        turn_id: turn,
+        thread_id: thread,
+        identity: caller.identity(),
+        scope: caller.scope(),
+    };
+    let ttl =
+        chrono::Duration::seconds(i64::try_from(state.settings.identity.ttl_secs).unwrap_or(1800));
+    let identity = state
+        .signer
+        .mint(grant, Utc::now(), ttl)
+        .map_err(ApiError::internal)?;
+    let trace = trace_id(&headers);
+    let request = TurnRequest {
+        turn_id: turn,
+        thread_id: thread,
+        message_id: format!("msg-{turn}"),
+        context: caller.context,
+        identity,
+        input,
+    };
+
+    // Subscribe before publishing, so no event can slip past.
+    let (subscription, events) = subscribe(&state, turn).await?;
+    let message = OutgoingMessage::new(wire::encode(&request)).with_message_id(turn.to_string());
+    state
+        .publisher
+        .publish(
+            &state.topology.turns_exchange(),
+            rover_messaging::TURN_ROUTING_KEY,
+            message,
+        )
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "could not publish the turn");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "The assistant is unavailable right now. Please try again.",
+            )
+        })?;
+    tracing::info!(%turn, %thread, "turn published");
+    Ok(stream_response(
+        &state,
+        turn,
+        trace,
+        Vec::new(),
+        Some(subscription),
+        events,
+    ))
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(chat): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let thread = thread_id(&chat)?;
+    let mut tx = caller::tenant(&state, &principal).await?;
+    let Some(turn) =
+        rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?
+    else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    // Subscribe first, then read what was recorded: together they miss nothing.
+    let (subscription, live) = subscribe(&state, turn).await?;
+    let recorded: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, turn)
+        .await?
+        .into_iter()
+        .filter_map(|payload| serde_json::from_value(payload).ok())
+        .collect();
+    tx.commit().await?;
+    if recorded.is_empty() {
+        // Published but not started yet: follow it live from its start.
+        return Ok(stream_response(
+            &state,
+            turn,
+            trace_id(&headers),
+            recorded,
+            Some(subscription),
+            live,
+        ));
+    }
+    let finished = recorded
+        .iter()
+        .any(|e| matches!(e.event, TurnEventKind::Finish { .. }));
+    let subscription = (!finished).then_some(subscription);
+    Ok(stream_response(
+        &state,
+        turn,
+        trace_id(&headers),
+        recorded,
+        subscription,
+        live,
+    ))
+}
+
+/// A subscription to one turn's events, delivered in arrival order on a channel.
+async fn subscribe(
+    state: &AppState,
+    turn: TurnId,
+) -> Result<(ConsumerHandle, mpsc::UnboundedReceiver<TurnEvent>), ApiError> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let key = rover_messaging::turn_event_routing_key(&turn.to_string());
+    let options = ConsumerOptions {
+        prefetch: 64,
+        consumer_tag: String::new(),
+    };
+    let handle = state
+        .broker
+        .subscribe(
+            &state.topology.turn_events_exchange(),
+            &[&key],
+            options,
+            move |delivery| {
+                if let Ok(event) = wire::decode::<TurnEvent>(&delivery.body) {
+                    let _ = sender.send(event);
+                }
+                async { Outcome::Ack }
+            },
+        )
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "could not subscribe to turn events");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "The assistant is unavailable right now. Please try again.",
+            )
+        })?;
+    Ok((handle, receiver))
+}
+
+/// The SSE response: recorded events first, then live ones, in `seq` order without repeats, as UI
+/// message chunks; `[DONE]` after `finish`.
+fn stream_response(
+    state: &AppState,
+    turn: TurnId,
+    trace: String,
+    recorded: Vec<TurnEvent>,
+    subscription: Option<ConsumerHandle>,
+    live: mpsc::UnboundedReceiver<TurnEvent>,
+) -> Response {
+    let settings = &state.settings.chat;
+    let idle = Duration::from_millis(settings.idle_timeout_ms);
+    let order = Ordering {
+        next: 0,
+        pending: BTreeMap::new(),
+    };
+    let mapper = ChunkMapper {
+        turn,
+        trace: trace.clone(),
+        subagent_text: HashMap::new(),
+    };
+    let state = StreamState {
+        recorded: recorded.into_iter(),
+        live,
+        order,
+        mapper,
+        _subscription: subscription,
+        idle,
+        done: false,
+    };
+    let events = futures::stream::unfold(state, next_events).flat_map(futures::stream::iter);
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_millis(settings.keepalive_ms)))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        "x-vercel-ai-ui-message-stream",
+        HeaderValue::from_static("v1"),
+    );
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&trace) {
+        headers.insert(TRACE_HEADER, value);
+    }
+    response
+}
+
+struct StreamState {
+    recorded: std::vec::IntoIter<TurnEvent>,
+    live: mpsc::UnboundedReceiver<TurnEvent>,
+    order: Ordering,
+    mapper: ChunkMapper,
+    /// Held so the subscription lives exactly as long as the stream (dropped on disconnect).
+    _subscription: Option<ConsumerHandle>,
+    idle: Duration,
+    done: bool,
+}
+
+/// Puts events back in `seq` order and drops repeats.
+struct Ordering {
+    next: u64,
+    pending: BTreeMap<u64, TurnEvent>,
+}
+
+impl Ordering {
+    fn push(&mut self, event: TurnEvent) -> Vec<TurnEvent> {
+        if event.seq >= self.next {
+            self.pending.insert(event.seq, event);
+        }
+        let mut ready = Vec::new();
+        while let Some(event) = self.pending.remove(&self.next) {
+            self.next += 1;
+            ready.push(event);
+        }
+        ready
+    }
+}
+
+async fn next_events(
+    mut state: StreamState,
+) -> Option<(Vec<Result<Event, Infallible>>, StreamState)> {
+    if state.done {
+        return None;
+    }
+    let ready = match state.recorded.next() {
+        Some(event) => state.order.push(event),
+        None => match tokio::time::timeout(state.idle, state.live.recv()).await {
+            Ok(Some(event)) => state.order.push(event),
+            // The subscription ended (a finished turn being replayed has none): end the stream.
+            Ok(None) => {
+                state.done = true;
+                return Some((vec![Ok(Event::default().data("[DONE]"))], state));
+            }
+            Err(_) => {
+                state.done = true;
+                let chunks = [
+                    json!({ "type": "error", "errorText": "The assistant stopped responding." }),
+                    json!({ "type": "finish", "finishReason": "error" }),
+                ];
+                let mut events: Vec<_> = chunks
+                    .iter()
+                    .map(|c| Ok(Event::default().data(c.to_string())))
+                    .collect();
+                events.push(Ok(Event::default().data("[DONE]")));
+                return Some((events, state));
+            }
+        },
+    };
+    let mut out = Vec::new();
+    for event in ready {
+        let finished = matches!(event.event, TurnEventKind::Finish { .. });
+        out.extend(
+            state
+                .mapper
+                .chunks(event)
+                .into_iter()
+                .map(|chunk| Ok(Event::default().data(chunk.to_string()))),
+        );
+        if finished {
+            state.done = true;
+            out.push(Ok(Event::default().data("[DONE]")));
+            break;
+        }
+    }
+    Some((out, state))
+}
+
+/// Turns worker events into AI SDK UI message chunks (only the chunk types and fields the protocol
+/// allows). Subagent activity is attributed: its tool calls carry the agent in their label part,
+/// and its text arrives as a `data-subagent` part once complete.
+struct ChunkMapper {
+    turn: TurnId,
+    trace: String,
+    subagent_text: HashMap<String, String>,
+}
+
+impl ChunkMapper {
+    fn chunks(&mut self, event: TurnEvent) -> Vec<Value> {
+        let agent = event.subagent.map_or("rover", |s| s.name());
+        let from_subagent = event.subagent.is_some();
+        match event.event {
+            TurnEventKind::Start { message_id } => vec![json!({
+                "type": "start",
+                "messageId": message_id,
+                "messageMetadata": { "turnId": self.turn, "traceId": self.trace },
+            })],
+            TurnEventKind::StartStep if !from_subagent => vec![json!({ "type": "start-step" })],
+            TurnEventKind::FinishStep if !from_subagent => vec![json!({ "type": "finish-step" })],
+            TurnEventKind::StartStep | TurnEventKind::FinishStep => Vec::new(),
+            TurnEventKind::TextStart { id } if from_subagent => {
+                self.subagent_text.insert(id, String::new());
+                Vec::new()
+            }
+            TurnEventKind::TextDelta { id, delta } if from_subagent => {
+                self.subagent_text.entry(id).or_default().push_str(&delta);
+                Vec::new()
+            }
+            TurnEventKind::TextEnd { id } if from_subagent => {
+                let text = self.subagent_text.remove(&id).unwrap_or_default();
+                vec![
+                    json!({ "type": "data-subagent", "id": id, "data": { "agent": agent, "text": text } }),
+                ]
+            }
+            TurnEventKind::TextStart { id } => vec![json!({ "type": "text-start", "id": id })],
+            TurnEventKind::TextDelta { id, delta } => {
+                vec![json!({ "type": "text-delta", "id": id, "delta": delta })]
+            }
+            TurnEventKind::TextEnd { id } => vec![json!({ "type": "text-end", "id": id })],
+            TurnEventKind::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                label,
+            } => vec![
+                json!({ "type": "tool-input-start", "toolCallId": tool_call_id, "toolName": tool_name }),
+                json!({
+                    "type": "data-tool-label",
+                    "id": tool_call_id,
+                    "data": { "toolCallId": tool_call_id, "toolName": tool_name, "label": label, "agent": agent },
+                    "transient": true,
+                }),
+            ],
+            TurnEventKind::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+            } => {
+                vec![
+                    json!({ "type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input }),
+                ]
+            }
+            TurnEventKind::ToolOutputAvailable {
+                tool_call_id,
+                output,
+            } => {
+                vec![
+                    json!({ "type": "tool-output-available", "toolCallId": tool_call_id, "output": output }),
+                ]
+            }
+            TurnEventKind::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
+                vec![
+                    json!({ "type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text }),
+                ]
+            }
+            TurnEventKind::Error { message, .. } => {
+                vec![json!({ "type": "error", "errorText": message })]
+            }
+            TurnEventKind::Finish { reason } => {
+                let reason = match reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::Length => "length",
+                    FinishReason::ToolCalls => "tool-calls",
+                    FinishReason::Error => "error",
+                };
+                vec![json!({ "type": "finish", "finishReason": reason })]
+            }
+        }
+    }
+}

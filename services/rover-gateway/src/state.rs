@@ -1,0 +1,40 @@
+//! The state every handler shares: connections, the authenticator and the turn-identity signer.
+
+use std::sync::Arc;
+
+use rover_contracts::identity::TurnSigner;
+use rover_messaging::{Broker, Publisher, Topology};
+use sqlx::PgPool;
+
+use crate::Settings;
+use crate::auth::Authenticator;
+
+/// Cheap to clone; handlers get it through axum's `State`.
+#[derive(Debug, Clone)]
+pub struct AppState(pub Arc<Shared>);
+
+/// What the state holds.
+#[derive(Debug)]
+pub struct Shared {
+    /// The effective settings.
+    pub settings: Settings,
+    /// Postgres, as the application role.
+    pub pool: PgPool,
+    /// RabbitMQ.
+    pub broker: Broker,
+    /// Confirmed, mandatory publishing.
+    pub publisher: Publisher,
+    /// Exchange and queue names.
+    pub topology: Topology,
+    /// Verifies bearer tokens.
+    pub auth: Authenticator,
+    /// Signs turn identities with the gateway's Ed25519 key.
+    pub signer: TurnSigner,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}

@@ -1,0 +1,285 @@
+//! The whole turn, end to end: the Hub's `POST /api/chat` through the gateway, the broker, the
+//! worker, the scripted model and the tool server, back as the AI SDK UI message stream.
+
+use serde_json::json;
+
+use crate::stack::{Stack, read_stream};
+
+const ADMIN: &str = "admin@hill.school";
+
+#[tokio::test]
+async fn a_turn_streams_as_the_ai_sdk_ui_message_stream() {
+    let stack = Stack::start().await;
+    let turn = stack
+        .say(ADMIN, "chat-create", "Create a department called Sciences")
+        .await;
+    assert_eq!(turn.status, 200);
+    assert_eq!(turn.headers["content-type"], "text/event-stream");
+    assert_eq!(turn.headers["x-vercel-ai-ui-message-stream"], "v1");
+    assert_eq!(turn.headers["cache-control"], "no-cache");
+    assert_eq!(turn.headers["x-accel-buffering"], "no");
+    assert!(turn.done, "the stream ends with [DONE]");
+
+    let start = &turn.chunks[0];
+    assert_eq!(start["type"], "start");
+    assert!(start["messageId"].as_str().is_some());
+    assert_eq!(
+        start["messageMetadata"]["traceId"],
+        turn.headers["x-rover-trace-id"].to_str().unwrap()
+    );
+    assert!(start["messageMetadata"]["turnId"].as_str().is_some());
+
+    assert_eq!(turn.tools(), ["create_department"]);
+    let label = turn.of_type("data-tool-label");
+    assert_eq!(label[0]["data"]["label"], "Creating a department…");
+    assert_eq!(label[0]["transient"], true);
+    assert_eq!(turn.of_type("tool-output-available").len(), 1);
+    assert!(
+        turn.text().contains("Sciences") && turn.text().contains("across the whole school"),
+        "{}",
+        turn.text()
+    );
+    assert_eq!(turn.finish_reason(), Some("stop"));
+    assert_eq!(turn.chunks.last().unwrap()["type"], "finish");
+
+    // Only the protocol's chunk types, and a text-delta only inside its text part.
+    let allowed = [
+        "start",
+        "start-step",
+        "finish-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-output-available",
+        "tool-output-error",
+        "error",
+        "finish",
+    ];
+    let mut open_text = std::collections::HashSet::new();
+    for chunk in &turn.chunks {
+        let kind = chunk["type"].as_str().unwrap();
+        assert!(
+            allowed.contains(&kind) || kind.starts_with("data-"),
+            "unexpected chunk {chunk}"
+        );
+        match kind {
+            "text-start" => assert!(open_text.insert(chunk["id"].clone())),
+            "text-delta" => assert!(
+                open_text.contains(&chunk["id"]),
+                "delta without start: {chunk}"
+            ),
+            "text-end" => assert!(open_text.remove(&chunk["id"])),
+            _ => {}
+        }
+        assert!(
+            !chunk.as_object().unwrap().values().any(|v| v.is_null()),
+            "null field in {chunk}"
+        );
+    }
+    let hill = stack.db.ids.hill.as_uuid();
+    assert_eq!(
+        stack
+            .count(&format!(
+                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{hill}'"
+            ))
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn subagent_work_is_visible_and_attributed() {
+    let stack = Stack::start().await;
+    let turn = stack
+        .say(
+            "amina@hill.school",
+            "chat-attendance",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    assert_eq!(
+        turn.tools(),
+        ["task", "get_class_roster", "record_attendance"]
+    );
+    let agents: Vec<&str> = turn
+        .of_type("data-tool-label")
+        .iter()
+        .map(|c| c["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, ["rover", "class_teacher", "class_teacher"]);
+    assert!(
+        turn.of_type("data-subagent")
+            .iter()
+            .any(|c| c["data"]["agent"] == "class_teacher")
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn denied_users_get_an_answer_and_campus_users_hear_their_campus() {
+    let stack = Stack::start().await;
+    let turn = stack
+        .say(
+            "bursar@hill.school",
+            "chat-bursar",
+            "Create a department called Sciences",
+        )
+        .await;
+    assert!(turn.tools().is_empty());
+    assert!(
+        turn.text().to_lowercase().contains("can't"),
+        "{}",
+        turn.text()
+    );
+    assert_eq!(stack.count("SELECT count(*) FROM audit_log").await, 0);
+
+    let turn = stack
+        .say(
+            "kololo.admin@hill.school",
+            "chat-kololo",
+            "How many students do we have?",
+        )
+        .await;
+    assert!(
+        turn.text().contains("across your campus, Kololo"),
+        "{}",
+        turn.text()
+    );
+}
+
+#[tokio::test]
+async fn ask_user_round_trips_through_the_next_post() {
+    let stack = Stack::start().await;
+    let chat = "chat-question";
+    let first = stack
+        .say(ADMIN, chat, "Please sort out the thing from yesterday")
+        .await;
+    assert_eq!(first.tools(), ["ask_user"]);
+    assert_eq!(first.finish_reason(), Some("tool-calls"));
+    let call = first.of_type("tool-input-available")[0].clone();
+    // useChat sends the whole thread back, with the question answered in the assistant message.
+    let messages = json!([
+        { "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Please sort out the thing from yesterday" }] },
+        { "id": "a1", "role": "assistant", "parts": [{
+            "type": "tool-ask_user", "toolCallId": call["toolCallId"], "state": "output-available",
+            "input": call["input"], "output": "The attendance for S1 Blue",
+        }] },
+    ]);
+    let second = read_stream(
+        stack
+            .post(stack.gateway, &stack.token(ADMIN), chat, messages)
+            .await,
+    )
+    .await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.finish_reason(), Some("stop"), "{:?}", second.chunks);
+    assert!(!second.text().is_empty());
+}
+
+#[tokio::test]
+async fn a_thread_belongs_to_its_user() {
+    let stack = Stack::start().await;
+    stack.say(ADMIN, "chat-mine", "List the departments").await;
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "List the departments" }] }]);
+    let response = stack
+        .post(
+            stack.gateway,
+            &stack.token("dos@hill.school"),
+            "chat-mine",
+            messages,
+        )
+        .await;
+    assert_eq!(response.status(), 404);
+    let stream = stack
+        .http
+        .get(format!(
+            "http://{}/api/chat/chat-mine/stream",
+            stack.gateway
+        ))
+        .bearer_auth(stack.token("dos@hill.school"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 404);
+}
+
+#[tokio::test]
+async fn bad_tokens_are_401_and_publish_no_turn() {
+    let stack = Stack::start().await;
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Create a department called Sciences" }] }]);
+    for token in ["", "not-a-jwt", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0."] {
+        let response = stack
+            .post(stack.gateway, token, "chat-bad", messages.clone())
+            .await;
+        assert_eq!(response.status(), 401, "{token}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthenticated");
+    }
+    assert_eq!(
+        stack.count("SELECT count(*) FROM threads").await,
+        0,
+        "no turn was started"
+    );
+}
+
+#[tokio::test]
+async fn a_disconnected_client_resumes_the_whole_turn_on_another_gateway() {
+    let mut stack = Stack::start().await;
+    let other = stack.another_gateway();
+    let chat = "chat-resume";
+    // Nothing to resume yet.
+    let nothing = stack
+        .http
+        .get(format!("http://{other}/api/chat/{chat}/stream"))
+        .bearer_auth(stack.token(ADMIN))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(nothing.status(), 204);
+
+    // Start the turn on the first gateway and hang up after the first bytes.
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Rename the Languages department to Modern Languages" }] }]);
+    let response = stack
+        .post(stack.gateway, &stack.token(ADMIN), chat, messages)
+        .await;
+    assert_eq!(response.status(), 200);
+    let mut bytes = response.bytes_stream();
+    let first = futures::StreamExt::next(&mut bytes).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("\"start\""));
+    drop(bytes);
+
+    // The turn goes on without the client; the other replica replays it from its start.
+    let resumed = read_stream(
+        stack
+            .http
+            .get(format!("http://{other}/api/chat/{chat}/stream"))
+            .bearer_auth(stack.token(ADMIN))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(resumed.status, 200);
+    assert_eq!(resumed.chunks[0]["type"], "start");
+    assert_eq!(resumed.tools(), ["list_departments", "rename_department"]);
+    assert_eq!(resumed.finish_reason(), Some("stop"));
+    assert!(resumed.done);
+    let hill = stack.db.ids.hill.as_uuid();
+    assert_eq!(stack.count(&format!("SELECT count(*) FROM departments WHERE name = 'Modern Languages' AND school_id = '{hill}'")).await, 1);
+}
+
+#[tokio::test]
+async fn long_silences_carry_keep_alive_comments() {
+    // The model takes 2.5 s to start answering; the gateway sends a comment every second.
+    let stack = Stack::start_with_model(&["--first-token-delay-ms", "2500"]).await;
+    let turn = stack.say(ADMIN, "chat-slow", "What's the date today?").await;
+    assert!(turn.comments >= 1, "no keep-alive in a long silence: {:?}", turn.chunks);
+    assert_eq!(turn.finish_reason(), Some("stop"));
+}

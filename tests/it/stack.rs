@@ -1,0 +1,297 @@
+//! `Stack::start()`: the scripted model and the three real binaries as child processes, on a fresh
+//! database, vhost and key pair, with a client that speaks to the gateway as a Hub would.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use rover_domain::testing::TestDb;
+use rover_testkit::{TestVhost, TurnKeys};
+use rover_tests::{ChildGuard, service_command};
+use serde_json::Value;
+use sqlx::PgPool;
+
+/// A running Rover: its processes, its database and a way to talk to it.
+pub(crate) struct Stack {
+    pub(crate) db: TestDb,
+    pub(crate) owner: PgPool,
+    pub(crate) gateway: SocketAddr,
+    pub(crate) http: reqwest::Client,
+    env: HashMap<String, String>,
+    processes: Vec<ChildGuard>,
+    sandboxes: std::path::PathBuf,
+    _keys: TurnKeys,
+    _vhost: TestVhost,
+}
+
+/// Starts `name` with `env`, waits for the log line containing `ready`, and returns the parsed
+/// line (JSON) with the process.
+fn start(
+    name: &str,
+    args: &[&str],
+    env: &HashMap<String, String>,
+    ready: &str,
+) -> (ChildGuard, Value) {
+    let mut child = service_command(name)
+        .unwrap()
+        .args(args)
+        .envs(env)
+        .env("ROVER_TELEMETRY__FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    let stdout = child.stdout.take().unwrap();
+    let guard = ChildGuard(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                // Keep draining so the child never blocks on a full pipe.
+                continue;
+            }
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{name} did not become ready"));
+        if line.contains(ready) {
+            let value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            // Keep the reader alive: dropping `rx` only stops forwarding.
+            std::thread::spawn(move || for _ in rx {});
+            return (guard, value);
+        }
+    }
+}
+
+impl Stack {
+    pub(crate) async fn start() -> Stack {
+        Self::start_with_model(&[]).await
+    }
+
+    /// Starts the stack with extra flags for the scripted model (latency knobs, say).
+    pub(crate) async fn start_with_model(model_flags: &[&str]) -> Stack {
+        let vhost = TestVhost::create();
+        let db = TestDb::new().await;
+        let keys = TurnKeys::generate();
+        let sandboxes = std::env::temp_dir().join(format!("rover-e2e-{}", uuid::Uuid::new_v4()));
+        let mut processes = Vec::new();
+
+        let mut flags = vec!["--listen", "127.0.0.1:0"];
+        flags.extend_from_slice(model_flags);
+        let (model, line) = start(
+            "rover-scripted-model",
+            &flags,
+            &HashMap::new(),
+            "listening on",
+        );
+        processes.push(model);
+        let model_addr = line["addr"]
+            .as_str()
+            .expect("the model's address")
+            .to_owned();
+
+        let mut env = HashMap::new();
+        env.insert("ROVER_AMQP__URL".into(), vhost.url());
+        env.insert("ROVER_DATABASE__URL".into(), db.app_url().to_owned());
+        env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
+        env.insert(
+            "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
+            keys.public_key_file().display().to_string(),
+        );
+        env.insert(
+            "ROVER_IDENTITY__PRIVATE_KEY_FILE".into(),
+            keys.private_key_file().display().to_string(),
+        );
+        env.insert(
+            "ROVER_MODEL__BASE_URL".into(),
+            format!("http://{model_addr}/v1"),
+        );
+        env.insert(
+            "ROVER_AGENT__SKILLS_DIR".into(),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../skills").into(),
+        );
+        env.insert(
+            "ROVER_AGENT__SANDBOX_DIR".into(),
+            sandboxes.display().to_string(),
+        );
+        env.insert("ROVER_CHAT__KEEPALIVE_MS".into(), "1000".into());
+
+        processes.push(start("rover-toolserver", &[], &env, "ready; waiting for shutdown").0);
+        processes.push(start("rover-worker", &[], &env, "ready; waiting for shutdown").0);
+        let (gateway, line) = start("rover-gateway", &[], &env, "ready; waiting for shutdown");
+        processes.push(gateway);
+        let gateway: SocketAddr = line["listen"]
+            .as_str()
+            .expect("the gateway's address")
+            .parse()
+            .unwrap();
+        let owner = PgPool::connect(db.owner_url()).await.unwrap();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        Stack {
+            db,
+            owner,
+            gateway,
+            http,
+            env,
+            processes,
+            sandboxes,
+            _keys: keys,
+            _vhost: vhost,
+        }
+    }
+
+    /// Starts another gateway replica on the same broker and database; returns its address.
+    pub(crate) fn another_gateway(&mut self) -> SocketAddr {
+        let (gateway, line) = start(
+            "rover-gateway",
+            &[],
+            &self.env,
+            "ready; waiting for shutdown",
+        );
+        self.processes.push(gateway);
+        line["listen"]
+            .as_str()
+            .expect("the gateway's address")
+            .parse()
+            .unwrap()
+    }
+
+    /// A development bearer token for a demo user.
+    pub(crate) fn token(&self, email: &str) -> String {
+        let settings = rover_gateway::AuthSettings::default();
+        rover_gateway::auth::dev_token(
+            &settings,
+            self.db.ids.user(email),
+            email,
+            chrono::Utc::now(),
+        )
+        .unwrap()
+    }
+
+    /// `POST /api/chat` with one user message; returns the response.
+    pub(crate) async fn post(
+        &self,
+        gateway: SocketAddr,
+        token: &str,
+        chat: &str,
+        messages: Value,
+    ) -> reqwest::Response {
+        self.http
+            .post(format!("http://{gateway}/api/chat"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({ "id": chat, "messages": messages, "trigger": "submit-message" }))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Sends `text` as `email` in chat `chat` on the first gateway and reads the whole stream.
+    pub(crate) async fn say(&self, email: &str, chat: &str, text: &str) -> Turn {
+        let messages = serde_json::json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": text }] }]);
+        let response = self
+            .post(self.gateway, &self.token(email), chat, messages)
+            .await;
+        read_stream(response).await
+    }
+
+    /// Counts over the whole database (as the owner; RLS does not filter).
+    pub(crate) async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.owner)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.processes.clear();
+        let _ = std::fs::remove_dir_all(&self.sandboxes);
+    }
+}
+
+/// A streamed turn as the Hub saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    pub(crate) status: u16,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    /// Every `data:` payload except `[DONE]`, parsed.
+    pub(crate) chunks: Vec<Value>,
+    /// Whether the stream ended with `data: [DONE]`.
+    pub(crate) done: bool,
+    /// `:` comment lines (keep-alives).
+    pub(crate) comments: usize,
+}
+
+impl Turn {
+    pub(crate) fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.chunks.iter().filter(|c| c["type"] == kind).collect()
+    }
+
+    pub(crate) fn text(&self) -> String {
+        self.of_type("text-delta")
+            .iter()
+            .filter_map(|c| c["delta"].as_str())
+            .collect()
+    }
+
+    pub(crate) fn tools(&self) -> Vec<String> {
+        self.of_type("tool-input-available")
+            .iter()
+            .map(|c| c["toolName"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    pub(crate) fn finish_reason(&self) -> Option<&str> {
+        self.of_type("finish")
+            .first()
+            .and_then(|c| c["finishReason"].as_str())
+    }
+}
+
+/// Reads an SSE response to its end.
+pub(crate) async fn read_stream(response: reqwest::Response) -> Turn {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let mut body = String::new();
+    let mut stream = response.bytes_stream();
+    while let Some(bytes) = stream.next().await {
+        body.push_str(&String::from_utf8_lossy(&bytes.unwrap()));
+    }
+    parse_sse(status, headers, &body)
+}
+
+pub(crate) fn parse_sse(status: u16, headers: reqwest::header::HeaderMap, body: &str) -> Turn {
+    let mut chunks = Vec::new();
+    let mut done = false;
+    let mut comments = 0;
+    for line in body.lines() {
+        if let Some(data) = line.strip_prefix("data: ") {
+            if data == "[DONE]" {
+                done = true;
+            } else {
+                chunks.push(
+                    serde_json::from_str(data).unwrap_or_else(|e| panic!("bad chunk {data}: {e}")),
+                );
+            }
+        } else if line.starts_with(':') {
+            comments += 1;
+        }
+    }
+    Turn {
+        status,
+        headers,
+        chunks,
+        done,
+        comments,
+    }
+}
