@@ -2,4 +2,5 @@
 
 mod cli;
 mod e2e;
+mod node;
 mod stack;

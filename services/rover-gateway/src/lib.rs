@@ -262,7 +262,11 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .merge(chat::router())
-        .merge(rest::router())
+        // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
+        .merge(rest::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::GATEWAY_TIMEOUT,
+            Duration::from_millis(limits.request_timeout_ms),
+        )))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             limits.body_limit_bytes,
         ))

@@ -1,0 +1,255 @@
+//! The real client: the `ai` npm package (what the Hub's `useChat` runs) drives the gateway from
+//! Node, through `AbstractChat` and `DefaultChatTransport`, and the test checks the message it
+//! built. If the client rejects a chunk, the turn ends in the `error` status and the test shows the
+//! client's own error. The script is `tests/node/chat.mjs`; its packages are installed on first use
+//! from `tests/node/package-lock.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::stack::Stack;
+
+const NODE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node");
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
+const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `command` to its end within `timeout`; panics with its output if it fails.
+async fn run(mut command: Command, what: &str, timeout: Duration) -> std::process::Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: could not start ({e}); is Node 20+ with npm on PATH?"));
+    tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: still running after {timeout:?}"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The `ai` version `package.json` pins.
+fn pinned_version(dir: &Path) -> String {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("package.json")).unwrap()).unwrap();
+    manifest["dependencies"]["ai"]
+        .as_str()
+        .expect("package.json pins ai")
+        .to_owned()
+}
+
+/// The installed `ai` version, if `npm ci` finished (it writes `.package-lock.json` last).
+fn installed_version(dir: &Path) -> Option<String> {
+    let modules = dir.join("node_modules");
+    if !modules.join(".package-lock.json").is_file() {
+        return None;
+    }
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(modules.join("ai/package.json")).ok()?).ok()?;
+    manifest["version"].as_str().map(str::to_owned)
+}
+
+/// `tests/node` with its packages installed (`npm ci` when `node_modules` is missing or stale).
+/// Test processes run in parallel, so the install is serialised by a file lock.
+async fn ai_client() -> PathBuf {
+    let dir = PathBuf::from(NODE_DIR);
+    let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rover-tests-npm.lock");
+    let lock = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::create(&lock_path).unwrap();
+        file.lock().unwrap();
+        file
+    })
+    .await
+    .unwrap();
+    let pinned = pinned_version(&dir);
+    if installed_version(&dir).as_deref() != Some(pinned.as_str()) {
+        let mut npm = Command::new("npm");
+        npm.current_dir(&dir)
+            .args(["--no-audit", "--no-fund", "--loglevel=error"]);
+        if dir.join("package-lock.json").is_file() {
+            npm.arg("ci");
+        } else {
+            npm.arg("install");
+        }
+        let output = run(npm, "npm ci in tests/node", INSTALL_TIMEOUT).await;
+        assert!(
+            output.status.success(),
+            "npm ci in tests/node failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(installed_version(&dir), Some(pinned));
+    }
+    drop(lock);
+    dir
+}
+
+/// One `sendMessage` from the real client as `email`; returns the script's report:
+/// `{status, error, finishReason, messages, dataParts}`.
+async fn chat(stack: &Stack, dir: &Path, email: &str, chat: &str, text: &str) -> Value {
+    let mut node = Command::new("node");
+    node.current_dir(dir).args([
+        "chat.mjs",
+        &format!("http://{}", stack.gateway),
+        &stack.token(email),
+        chat,
+        text,
+    ]);
+    let output = run(node, "node chat.mjs", CHAT_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the ai client failed ({}); its error:\n{stderr}\nits report:\n{stdout}",
+        output.status
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(report["status"], "ready", "{report:#}");
+    assert!(report["error"].is_null(), "{report:#}");
+    report
+}
+
+/// The chat's last message, which must be the assistant's.
+fn answer(report: &Value) -> &Value {
+    let last = report["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("messages");
+    assert_eq!(last["role"], "assistant", "{report:#}");
+    last
+}
+
+/// The message's parts of type `kind`.
+fn parts<'a>(message: &'a Value, kind: &str) -> Vec<&'a Value> {
+    message["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter(|p| p["type"] == kind)
+        .collect()
+}
+
+/// The data parts `onData` saw of type `kind` (transient ones never reach the message).
+fn data_parts<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+    report["dataParts"]
+        .as_array()
+        .expect("dataParts")
+        .iter()
+        .filter(|p| p["type"] == kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_renders_a_turn() {
+    let dir = ai_client().await;
+    let stack = Stack::start().await;
+    let report = chat(
+        &stack,
+        &dir,
+        "admin@hill.school",
+        "chat-node-create",
+        "Create a department called Sciences",
+    )
+    .await;
+    assert_eq!(report["finishReason"], "stop", "{report:#}");
+    let messages = report["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{report:#}");
+    assert_eq!(messages[0]["role"], "user");
+
+    let message = answer(&report);
+    assert!(
+        message["metadata"]["turnId"].as_str().is_some(),
+        "{message:#}"
+    );
+    assert!(
+        message["metadata"]["traceId"].as_str().is_some(),
+        "{message:#}"
+    );
+
+    let tools = parts(message, "tool-create_department");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    let tool = tools[0];
+    assert_eq!(tool["state"], "output-available", "{tool:#}");
+    assert_eq!(tool["output"]["data"]["name"], "Sciences", "{tool:#}");
+    assert!(
+        tool["output"]["scopeContext"].as_str().is_some(),
+        "{tool:#}"
+    );
+
+    let text: String = parts(message, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(text.contains("Sciences"), "{message:#}");
+    assert!(
+        parts(message, "text").iter().all(|p| p["state"] == "done"),
+        "{message:#}"
+    );
+
+    // The label is transient: the client hands it to `onData` and keeps it out of the message.
+    let labels = data_parts(&report, "data-tool-label");
+    assert_eq!(labels.len(), 1, "{report:#}");
+    assert_eq!(labels[0]["data"]["label"], "Creating a department…");
+    assert_eq!(labels[0]["data"]["toolName"], "create_department");
+    assert!(parts(message, "data-tool-label").is_empty(), "{message:#}");
+
+    let hill = stack.db.ids.hill.as_uuid();
+    assert_eq!(
+        stack
+            .count(&format!(
+                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{hill}'"
+            ))
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_renders_subagent_work() {
+    let dir = ai_client().await;
+    let stack = Stack::start().await;
+    let report = chat(
+        &stack,
+        &dir,
+        "amina@hill.school",
+        "chat-node-attendance",
+        "Record attendance for S1 Blue: everyone present except Nakato",
+    )
+    .await;
+    let message = answer(&report);
+    for kind in [
+        "tool-task",
+        "tool-get_class_roster",
+        "tool-record_attendance",
+    ] {
+        let tools = parts(message, kind);
+        assert_eq!(tools.len(), 1, "{kind}: {message:#}");
+        assert_eq!(tools[0]["state"], "output-available", "{kind}: {message:#}");
+    }
+    // Persistent data parts stay in the message, and `onData` sees them too.
+    let subagent = parts(message, "data-subagent");
+    assert!(
+        subagent
+            .iter()
+            .any(|p| p["data"]["agent"] == "class_teacher"),
+        "{message:#}"
+    );
+    assert!(!data_parts(&report, "data-subagent").is_empty());
+    let agents: Vec<&str> = data_parts(&report, "data-tool-label")
+        .iter()
+        .map(|p| p["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, ["rover", "class_teacher", "class_teacher"]);
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+}

@@ -1,0 +1,68 @@
+// Drives Rover's gateway with the real `ai` client, as a Hub's `useChat` would: `AbstractChat` with
+// the default transport, one `sendMessage`, then the chat's final state as one line of JSON.
+//
+// Usage: node chat.mjs <gatewayBaseUrl> <token> <chatId> <message>
+// Prints {status, error, finishReason, messages, dataParts} on stdout; exits 1 if the chat ended in
+// the `error` status (the client's error is also printed on stderr).
+
+import { AbstractChat, DefaultChatTransport } from 'ai';
+
+const [base, token, chatId, text] = process.argv.slice(2);
+if (!base || !token || !chatId || !text) {
+  console.error('usage: node chat.mjs <gatewayBaseUrl> <token> <chatId> <message>');
+  process.exit(2);
+}
+
+/** The smallest `ChatState`: what a framework binding (React, Vue, Svelte) keeps reactive. */
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = (message) => {
+    this.messages = this.messages.concat(message);
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = [
+      ...this.messages.slice(0, index),
+      this.snapshot(message),
+      ...this.messages.slice(index + 1),
+    ];
+  };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+const dataParts = [];
+let finishReason;
+const chat = new Chat({
+  id: chatId,
+  transport: new DefaultChatTransport({
+    api: `${base.replace(/\/$/, '')}/api/chat`,
+    headers: { Authorization: `Bearer ${token}` },
+  }),
+  onData: (part) => dataParts.push(part),
+  onFinish: (options) => {
+    finishReason = options.finishReason;
+  },
+});
+
+await chat.sendMessage({ text });
+
+const error = chat.error
+  ? { name: chat.error.name, message: chat.error.message, cause: String(chat.error.cause ?? '') }
+  : null;
+process.stdout.write(
+  `${JSON.stringify({ status: chat.status, error, finishReason, messages: chat.messages, dataParts })}\n`,
+);
+if (chat.status !== 'ready') {
+  console.error(`the ai client ended in status ${chat.status}:`, chat.error);
+  process.exitCode = 1;
+}
