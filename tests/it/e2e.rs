@@ -279,24 +279,46 @@ async fn a_disconnected_client_resumes_the_whole_turn_on_another_gateway() {
 async fn long_silences_carry_keep_alive_comments() {
     // The model takes 2.5 s to start answering; the gateway sends a comment every second.
     let stack = Stack::start_with_model(&["--first-token-delay-ms", "2500"]).await;
-    let turn = stack.say(ADMIN, "chat-slow", "What's the date today?").await;
-    assert!(turn.comments >= 1, "no keep-alive in a long silence: {:?}", turn.chunks);
+    let turn = stack
+        .say(ADMIN, "chat-slow", "What's the date today?")
+        .await;
+    assert!(
+        turn.comments >= 1,
+        "no keep-alive in a long silence: {:?}",
+        turn.chunks
+    );
     assert_eq!(turn.finish_reason(), Some("stop"));
 }
 
 #[tokio::test]
 async fn operations_probes_request_ids_and_body_limits() {
     let stack = Stack::start().await;
-    let ready = stack.http.get(format!("http://{}/readyz", stack.gateway)).send().await.unwrap();
+    let ready = stack
+        .http
+        .get(format!("http://{}/readyz", stack.gateway))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
-    let health = stack.http.get(format!("http://{}/healthz", stack.gateway)).send().await.unwrap();
+    let health = stack
+        .http
+        .get(format!("http://{}/healthz", stack.gateway))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
-    assert!(health.headers().contains_key("x-request-id"), "every response carries a request id");
+    assert!(
+        health.headers().contains_key("x-request-id"),
+        "every response carries a request id"
+    );
 
     // A body over the limit (1 MiB by default) is refused before anything runs.
     let huge = "x".repeat(2 * 1024 * 1024);
-    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": huge }] }]);
-    let response = stack.post(stack.gateway, &stack.token(ADMIN), "chat-huge", messages).await;
+    let messages =
+        json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": huge }] }]);
+    let response = stack
+        .post(stack.gateway, &stack.token(ADMIN), "chat-huge", messages)
+        .await;
     assert_eq!(response.status(), 413);
     assert_eq!(stack.count("SELECT count(*) FROM threads").await, 0);
 }
@@ -304,15 +326,29 @@ async fn operations_probes_request_ids_and_body_limits() {
 #[tokio::test]
 async fn a_role_change_between_two_turns_shows_in_the_next_turn() {
     let stack = Stack::start().await;
-    let before = stack.say("bursar@hill.school", "chat-role", "Create a department called Sciences").await;
+    let before = stack
+        .say(
+            "bursar@hill.school",
+            "chat-role",
+            "Create a department called Sciences",
+        )
+        .await;
     assert!(before.tools().is_empty());
-    sqlx::query("INSERT INTO role_assignments (school_id, user_id, role) VALUES ($1, $2, 'school_admin')")
-        .bind(stack.db.ids.hill.as_uuid())
-        .bind(stack.db.ids.user("bursar@hill.school").as_uuid())
-        .execute(&stack.owner)
-        .await
-        .unwrap();
-    let after = stack.say("bursar@hill.school", "chat-role", "Create a department called Sciences").await;
+    sqlx::query(
+        "INSERT INTO role_assignments (school_id, user_id, role) VALUES ($1, $2, 'school_admin')",
+    )
+    .bind(stack.db.ids.hill.as_uuid())
+    .bind(stack.db.ids.user("bursar@hill.school").as_uuid())
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    let after = stack
+        .say(
+            "bursar@hill.school",
+            "chat-role",
+            "Create a department called Sciences",
+        )
+        .await;
     assert_eq!(after.tools(), ["create_department"]);
     assert_eq!(after.finish_reason(), Some("stop"));
 }

@@ -56,13 +56,20 @@ const chat = new Chat({
 
 await chat.sendMessage({ text });
 
+// The client's error, short enough to read in a test failure: a schema rejection's message lists
+// every chunk type the value failed to match, so it is cut, and the rejected chunk is given whole.
 const error = chat.error
-  ? { name: chat.error.name, message: chat.error.message, cause: String(chat.error.cause ?? '') }
+  ? {
+      name: chat.error.name,
+      message: chat.error.message.slice(0, 1500),
+      chunk: chat.error.value ?? (chat.error.chunkType ? { type: chat.error.chunkType, id: chat.error.chunkId } : null),
+    }
   : null;
 process.stdout.write(
   `${JSON.stringify({ status: chat.status, error, finishReason, messages: chat.messages, dataParts })}\n`,
 );
 if (chat.status !== 'ready') {
-  console.error(`the ai client ended in status ${chat.status}:`, chat.error);
+  console.error(`the ai client ended in status ${chat.status}: ${error ? `${error.name}: ${error.message}` : 'no error'}`);
+  if (error?.chunk) console.error(`rejected chunk: ${JSON.stringify(error.chunk)}`);
   process.exitCode = 1;
 }

@@ -62,3 +62,12 @@ pub use staff::list_staff;
 pub use students::{enrollment_summary, find_students};
 pub use teaching::{assign_subject_teacher, list_my_classes, list_teaching_assignments};
 pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};
+
+/// The application pool a service uses: connected as the application role, lazily (a service
+/// starts while the database is still coming up; readiness reports it), with bounded waits.
+pub fn app_pool(settings: &rover_settings::DatabaseSettings) -> Result<sqlx::PgPool, sqlx::Error> {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect_lazy(settings.url.expose())
+}

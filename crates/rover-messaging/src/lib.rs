@@ -58,6 +58,23 @@ pub use rpc::{DIRECT_REPLY_TO, RpcClient, RpcOptions};
 pub use topology::{TURN_ROUTING_KEY, Topology, turn_event_routing_key};
 pub use trace::{Headers, extract, inject};
 
+/// Connects a service to the broker named in its settings and declares Rover's topology (with the
+/// configured prefix and delivery limit); the connection recovers by itself from then on.
+pub async fn connect_service(
+    settings: &rover_settings::AmqpSettings,
+    connection_name: &str,
+) -> Result<(Broker, Topology), MessagingError> {
+    let broker = Broker::connect(BrokerOptions {
+        connection_name: connection_name.to_owned(),
+        ..BrokerOptions::new(settings.url.expose().clone())
+    })
+    .await?;
+    let topology =
+        Topology::new(settings.prefix.clone()).with_delivery_limit(settings.delivery_limit);
+    broker.declare(&topology).await?;
+    Ok((broker, topology))
+}
+
 /// Checks that `value` fits AMQP's 255-byte limit for names, keys and ids.
 pub(crate) fn short(value: &str) -> Result<lapin::types::ShortString, MessagingError> {
     lapin::types::ShortString::try_new(value)

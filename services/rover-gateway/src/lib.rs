@@ -23,7 +23,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::Router;
 use rover_contracts::identity::TurnSigner;
-use rover_messaging::{Broker, BrokerOptions, Topology};
 use rover_settings::{AmqpSettings, DatabaseSettings, Secret, TelemetrySettings};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgPoolOptions;
@@ -182,23 +181,11 @@ impl App {
         let signer = settings.identity.signer()?;
         let auth = auth::Authenticator::new(&settings.auth)
             .context("Failed to set up token verification")?;
-        let pool = PgPoolOptions::new()
-            .max_connections(settings.database.max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy(settings.database.url.expose())
+        let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
-        let broker = Broker::connect(BrokerOptions {
-            connection_name: "rover-gateway".to_owned(),
-            ..BrokerOptions::new(settings.amqp.url.expose().clone())
-        })
-        .await
-        .context("Failed to connect to RabbitMQ")?;
-        let topology = Topology::new(settings.amqp.prefix.clone())
-            .with_delivery_limit(settings.amqp.delivery_limit);
-        broker
-            .declare(&topology)
+        let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-gateway")
             .await
-            .context("Failed to declare the RabbitMQ topology")?;
+            .context("Failed to connect to RabbitMQ and declare the topology")?;
         let listener = tokio::net::TcpListener::bind(settings.http.listen)
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
@@ -263,10 +250,12 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ready))
         .merge(chat::router())
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
-        .merge(rest::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            axum::http::StatusCode::GATEWAY_TIMEOUT,
-            Duration::from_millis(limits.request_timeout_ms),
-        )))
+        .merge(
+            rest::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                axum::http::StatusCode::GATEWAY_TIMEOUT,
+                Duration::from_millis(limits.request_timeout_ms),
+            )),
+        )
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             limits.body_limit_bytes,
         ))

@@ -13,14 +13,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use rover_contracts::identity::TurnVerifier;
-use rover_messaging::{Broker, BrokerOptions, ConsumerOptions, Topology};
+use rover_messaging::{Broker, ConsumerOptions, Topology};
 use rover_settings::{AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings};
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgPoolOptions;
 
 pub use pipeline::Pipeline;
 
@@ -109,23 +107,12 @@ impl App {
     /// the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let verifier = settings.identity.verifier()?;
-        let pool = PgPoolOptions::new()
-            .max_connections(settings.database.max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy(settings.database.url.expose())
+        let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
-        let broker = Broker::connect(BrokerOptions {
-            connection_name: "rover-toolserver".to_owned(),
-            ..BrokerOptions::new(settings.amqp.url.expose().clone())
-        })
-        .await
-        .context("Failed to connect to RabbitMQ")?;
-        let topology = Topology::new(settings.amqp.prefix.clone())
-            .with_delivery_limit(settings.amqp.delivery_limit);
-        broker
-            .declare(&topology)
-            .await
-            .context("Failed to declare the RabbitMQ topology")?;
+        let (broker, topology) =
+            rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
+                .await
+                .context("Failed to connect to RabbitMQ and declare the topology")?;
         let listener = tokio::net::TcpListener::bind(settings.http.listen)
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;

@@ -21,14 +21,12 @@ use rover_agent::{Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, 
 use rover_contracts::ErrorCode;
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{
-    Broker, BrokerOptions, ConsumerOptions, Delivery, Outcome, OutgoingMessage, Publisher,
-    RpcOptions, Topology,
+    Broker, ConsumerOptions, Delivery, Outcome, OutgoingMessage, Publisher, RpcOptions, Topology,
 };
 use rover_settings::{
     AmqpSettings, DatabaseSettings, HttpSettings, ModelSettings, TelemetrySettings,
 };
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgPoolOptions;
 use tracing::Instrument as _;
 
 /// The worker's settings (`rover-worker --print-config` shows the effective ones).
@@ -126,23 +124,11 @@ impl App {
                 settings.agent.skills_dir.display()
             )
         })?;
-        let pool = PgPoolOptions::new()
-            .max_connections(settings.database.max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy(settings.database.url.expose())
+        let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
-        let broker = Broker::connect(BrokerOptions {
-            connection_name: "rover-worker".to_owned(),
-            ..BrokerOptions::new(settings.amqp.url.expose().clone())
-        })
-        .await
-        .context("Failed to connect to RabbitMQ")?;
-        let topology = Topology::new(settings.amqp.prefix.clone())
-            .with_delivery_limit(settings.amqp.delivery_limit);
-        broker
-            .declare(&topology)
+        let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-worker")
             .await
-            .context("Failed to declare the RabbitMQ topology")?;
+            .context("Failed to connect to RabbitMQ and declare the topology")?;
         let model = ModelClient::new(ModelOptions {
             base_url: settings.model.base_url.clone(),
             api_key: settings.model.api_key.expose().clone(),

@@ -112,7 +112,7 @@ pub struct RenameDepartmentBody {
     pub name: String,
 }
 
-/// The body of every error response (what [`ApiError`] renders), for the OpenAPI document and for
+/// The body of every error response, as `ApiError` renders it: for the OpenAPI document and for
 /// clients that want a type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -286,11 +286,12 @@ fn array_of(name: &str) -> Value {
     json!({ "type": "array", "items": component(name) })
 }
 
-/// `T`'s schema without its title (for parameters, where the name says what it is).
+/// `T`'s schema without its title and description (for parameters, which have their own).
 fn bare_schema<T: JsonSchema>() -> Value {
     let mut schema = schema_for::<T>().to_value();
     if let Some(object) = schema.as_object_mut() {
         object.remove("title");
+        object.remove("description");
     }
     schema
 }

@@ -949,3 +949,39 @@ fn tool_contracts_json_is_in_sync() {
     );
     assert_eq!(create["effect"], "write");
 }
+
+#[tokio::test]
+async fn probe_oversized_bodies() {
+    let rest = spawn_rest().await;
+    let limit = rest.state.settings.http.body_limit_bytes;
+    let big = format!(r#"{{"name":"{}"}}"#, "x".repeat(limit));
+    for with_length in [true, false] {
+        let mut builder = rest
+            .request(Method::POST, "/api/departments", Some(ADMIN))
+            .header(header::CONTENT_TYPE, "application/json");
+        let body = if with_length {
+            builder = builder.header(header::CONTENT_LENGTH, big.len());
+            Body::from(big.clone())
+        } else {
+            Body::from_stream(futures::stream::iter(vec![Ok::<_, std::io::Error>(
+                big.clone(),
+            )]))
+        };
+        let response = rest
+            .router
+            .clone()
+            .oneshot(builder.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        eprintln!(
+            "PROBE with_length={with_length} {status} {:?} {}",
+            headers.get("content-type"),
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+}
