@@ -352,3 +352,159 @@ async fn a_role_change_between_two_turns_shows_in_the_next_turn() {
     assert_eq!(after.tools(), ["create_department"]);
     assert_eq!(after.finish_reason(), Some("stop"));
 }
+
+#[tokio::test]
+async fn every_scripted_utterance_works_through_the_gateway_for_the_right_user() {
+    let stack = Stack::start().await;
+    let cases = [
+        (ADMIN, "List the departments", vec!["list_departments"]),
+        (ADMIN, "Find the student Nakato", vec!["find_students"]),
+        (
+            ADMIN,
+            "How many students do we have?",
+            vec!["get_enrollment_summary"],
+        ),
+        (ADMIN, "What's the date today?", vec!["get_current_date"]),
+        (ADMIN, "What can you do?", vec!["list_agent_map"]),
+        (
+            ADMIN,
+            "Rename the Languages department to Modern Languages",
+            vec!["list_departments", "rename_department"],
+        ),
+        (
+            "amina@hill.school",
+            "Record Mathematics marks for S1 Blue: Nakato 78, Mugisha 64",
+            vec!["task", "list_my_classes", "record_marks"],
+        ),
+        (
+            "dos@hill.school",
+            "Assign Okello to teach Physics in S1 Blue",
+            vec![
+                "task",
+                "list_teaching_assignments",
+                "assign_subject_teacher",
+            ],
+        ),
+    ];
+    for (i, (user, text, tools)) in cases.into_iter().enumerate() {
+        let turn = stack.say(user, &format!("chat-utterance-{i}"), text).await;
+        assert_eq!(turn.tools(), tools, "{user}: {text}");
+        assert_eq!(turn.finish_reason(), Some("stop"), "{user}: {text}");
+        assert!(
+            turn.of_type("tool-output-error").is_empty(),
+            "{user}: {text}: {:?}",
+            turn.chunks
+        );
+    }
+    assert_eq!(stack.count("SELECT count(*) FROM marks").await, 2);
+    assert_eq!(
+        stack.count("SELECT count(*) FROM audit_log").await,
+        3,
+        "rename, marks, assignment"
+    );
+}
+
+#[tokio::test]
+async fn a_school_wide_user_may_pick_a_campus_and_a_campus_user_may_not_leave_theirs() {
+    let stack = Stack::start().await;
+    let kololo = stack.db.ids.campus("Kololo");
+    let naalya = stack.db.ids.campus("Naalya");
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "How many students do we have?" }] }]);
+    let response = stack
+        .http
+        .post(format!("http://{}/api/chat", stack.gateway))
+        .bearer_auth(stack.token(ADMIN))
+        .header("x-rover-campus", kololo.to_string())
+        .json(&json!({ "id": "chat-pick", "messages": messages, "trigger": "submit-message" }))
+        .send()
+        .await
+        .unwrap();
+    let turn = read_stream(response).await;
+    assert!(
+        turn.text().contains("across your campus, Kololo"),
+        "{}",
+        turn.text()
+    );
+
+    let body = json!({ "id": "chat-leave", "messages": messages, "trigger": "submit-message", "campusId": naalya });
+    let response = stack
+        .http
+        .post(format!("http://{}/api/chat", stack.gateway))
+        .bearer_auth(stack.token("kololo.admin@hill.school"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+}
+
+#[tokio::test]
+async fn expired_wrong_audience_wrong_issuer_and_wrong_key_tokens_are_401() {
+    use jsonwebtoken::{EncodingKey, Header, encode};
+    let stack = Stack::start().await;
+    let settings = rover_gateway::AuthSettings::default();
+    let secret = settings.hs256_secret.as_ref().unwrap().expose().clone();
+    let now = chrono::Utc::now().timestamp();
+    let user = stack.db.ids.user(ADMIN).to_string();
+    let claims = |iss: &str, aud: &str, exp: i64| json!({ "sub": user, "iss": iss, "aud": aud, "iat": now - 10, "exp": exp });
+    let sign = |claims: serde_json::Value, key: &str| {
+        encode(
+            &Header::default(),
+            &claims,
+            &EncodingKey::from_secret(key.as_bytes()).unwrap(),
+        )
+        .unwrap()
+    };
+    let cases = [
+        (
+            "token expired",
+            sign(
+                claims(&settings.issuer, &settings.audience, now - 3600),
+                &secret,
+            ),
+        ),
+        (
+            "wrong audience",
+            sign(
+                claims(&settings.issuer, "someone-else", now + 3600),
+                &secret,
+            ),
+        ),
+        (
+            "wrong issuer",
+            sign(claims("evil", &settings.audience, now + 3600), &secret),
+        ),
+        (
+            "invalid signature",
+            sign(
+                claims(&settings.issuer, &settings.audience, now + 3600),
+                "another-secret-entirely",
+            ),
+        ),
+    ];
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "List the departments" }] }]);
+    for (reason, token) in cases {
+        let response = stack
+            .post(stack.gateway, &token, "chat-tokens", messages.clone())
+            .await;
+        assert_eq!(response.status(), 401, "{reason}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["message"], reason);
+    }
+    assert_eq!(
+        stack.count("SELECT count(*) FROM threads").await,
+        0,
+        "no turn was started"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_model_streams_one_error_and_a_finish() {
+    let stack = Stack::start().await;
+    let turn = stack
+        .say(ADMIN, "chat-fail", "Trigger a model failure")
+        .await;
+    assert_eq!(turn.of_type("error").len(), 1, "{:?}", turn.chunks);
+    assert_eq!(turn.finish_reason(), Some("error"));
+    assert!(turn.done);
+}
