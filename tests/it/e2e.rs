@@ -320,6 +320,8 @@ async fn operations_probes_request_ids_and_body_limits() {
         .post(stack.gateway, &stack.token(ADMIN), "chat-huge", messages)
         .await;
     assert_eq!(response.status(), 413);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_large");
     assert_eq!(stack.count("SELECT count(*) FROM threads").await, 0);
 }
 

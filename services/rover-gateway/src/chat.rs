@@ -194,7 +194,12 @@ async fn post_chat(
     headers: HeaderMap,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.body_text()))?;
+    let Json(body) = body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(ErrorCode::TooLarge, "The request body is too large.")
+        }
+        _ => ApiError::new(ErrorCode::InvalidRequest, e.body_text()),
+    })?;
     let thread = thread_id(&body.id)?;
     let (input, attachments) = turn_input(&body.messages)?;
     let campus = campus_choice(body.campus_id, &headers)?;

@@ -256,7 +256,8 @@ pub fn router(state: AppState) -> Router {
                 Duration::from_millis(limits.request_timeout_ms),
             )),
         )
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+        // Extractors answer an oversized body with the JSON `too_large` error (413).
+        .layer(axum::extract::DefaultBodyLimit::max(
             limits.body_limit_bytes,
         ))
         .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
