@@ -510,3 +510,65 @@ async fn a_failing_model_streams_one_error_and_a_finish() {
     assert_eq!(turn.finish_reason(), Some("error"));
     assert!(turn.done);
 }
+
+#[tokio::test]
+async fn rest_and_the_tool_write_the_same_rows_and_audit_entries() {
+    let stack = Stack::start().await;
+    // Through the tool path: the model calls create_department.
+    let turn = stack
+        .say(
+            ADMIN,
+            "chat-tool-write",
+            "Create a department called Sciences",
+        )
+        .await;
+    assert_eq!(turn.tools(), ["create_department"]);
+    // Through REST: the same domain function, the same authorization, the same audit.
+    let response = stack
+        .http
+        .post(format!("http://{}/api/departments", stack.gateway))
+        .bearer_auth(stack.token(ADMIN))
+        .json(&json!({ "name": "Arts" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let rows: Vec<(String, String, Option<uuid::Uuid>, serde_json::Value)> = sqlx::query_as(
+        "SELECT event, actor_email, campus_id, after FROM audit_log ORDER BY after->>'name' DESC",
+    )
+    .fetch_all(&stack.owner)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2);
+    let (tool, rest) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (tool.0.as_str(), tool.1.as_str(), tool.2),
+        ("create.department", ADMIN, None)
+    );
+    assert_eq!(
+        (rest.0.as_str(), rest.1.as_str(), rest.2),
+        ("create.department", ADMIN, None)
+    );
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&tool.3), keys(&rest.3), "the same audit summary shape");
+    assert_eq!(
+        (tool.3["name"].as_str(), rest.3["name"].as_str()),
+        (Some("Sciences"), Some("Arts"))
+    );
+
+    // And a REST denial reads exactly like the tool's envelope.
+    let denied = stack
+        .http
+        .post(format!("http://{}/api/departments", stack.gateway))
+        .bearer_auth(stack.token("bursar@hill.school"))
+        .json(&json!({ "name": "Music" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 403);
+    let body: serde_json::Value = denied.json().await.unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        "Permission denied: create:Department"
+    );
+}
