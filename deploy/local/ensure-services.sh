@@ -16,11 +16,16 @@ ensure_rabbitmq() {
   fi
   say "starting RabbitMQ (rabbitmq-server -detached)"
   rabbitmq-server -detached >/dev/null 2>&1 || true
-  if ! timeout 120 rabbitmqctl -q await_startup >/dev/null 2>&1; then
-    say "RabbitMQ did not start; see /var/log/rabbitmq/ and try: rabbitmq-server -detached"
-    return 1
-  fi
-  say "RabbitMQ is up"
+  # The node takes a few seconds to register; until then rabbitmqctl fails at once.
+  for _ in $(seq 1 120); do
+    if rabbitmqctl -q status >/dev/null 2>&1 && timeout 60 rabbitmqctl -q await_startup >/dev/null 2>&1; then
+      say "RabbitMQ is up"
+      return 0
+    fi
+    sleep 1
+  done
+  say "RabbitMQ did not start; see /var/log/rabbitmq/ and try: rabbitmq-server -detached"
+  return 1
 }
 
 ensure_postgres() {
