@@ -92,6 +92,25 @@ where
     result
 }
 
+/// Loads the verifier of turn identities from the gateway's public key, or says exactly what is
+/// missing and which variable sets it.
+pub fn turn_verifier(
+    settings: &rover_settings::VerifierSettings,
+    service: &str,
+) -> anyhow::Result<rover_contracts::identity::TurnVerifier> {
+    let path = settings.public_key_file.as_ref().with_context(|| {
+        format!(
+            "identity.public_key_file is not set: {service} needs the gateway's Ed25519 public key \
+             (ROVER_IDENTITY__PUBLIC_KEY_FILE)"
+        )
+    })?;
+    let pem = std::fs::read(path).with_context(|| format!("Failed to read {}", path.display()))?;
+    let max_lifetime =
+        chrono::Duration::seconds(i64::try_from(settings.max_lifetime_secs).unwrap_or(i64::MAX));
+    rover_contracts::identity::TurnVerifier::from_pem(&pem, max_lifetime)
+        .with_context(|| format!("Failed to load {}", path.display()))
+}
+
 /// Settings that carry a telemetry section.
 pub trait Telemetry {
     /// The telemetry section.

@@ -1,6 +1,7 @@
 //! The settings sections services compose their `Settings` from.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,25 @@ impl Default for ModelSettings {
             api_key: Secret::new("scripted".to_owned()),
             name: "rover-scripted".to_owned(),
             timeout_ms: 60_000,
+        }
+    }
+}
+
+/// The gateway's Ed25519 public key, which turn identities must verify against (tool server, worker).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VerifierSettings {
+    /// PEM file of the gateway's Ed25519 public key (`-----BEGIN PUBLIC KEY-----`).
+    pub public_key_file: Option<PathBuf>,
+    /// Longest lifetime a turn identity may claim, in seconds.
+    pub max_lifetime_secs: u64,
+}
+
+impl Default for VerifierSettings {
+    fn default() -> Self {
+        Self {
+            public_key_file: None,
+            max_lifetime_secs: 3600,
         }
     }
 }

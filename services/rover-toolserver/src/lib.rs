@@ -11,13 +11,13 @@ pub mod pipeline;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use rover_contracts::identity::TurnVerifier;
 use rover_messaging::{Broker, ConsumerOptions, Topology};
-use rover_settings::{AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings};
+use rover_settings::{
+    AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings, VerifierSettings,
+};
 use serde::{Deserialize, Serialize};
 
 pub use pipeline::Pipeline;
@@ -33,7 +33,7 @@ pub struct Settings {
     /// The school database, as the application role.
     pub database: DatabaseSettings,
     /// How turn identities are verified.
-    pub identity: IdentitySettings,
+    pub identity: VerifierSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
 }
@@ -44,44 +44,9 @@ impl Default for Settings {
             http: HttpSettings::on(([127, 0, 0, 1], 9092)),
             amqp: AmqpSettings::default(),
             database: DatabaseSettings::default(),
-            identity: IdentitySettings::default(),
+            identity: VerifierSettings::default(),
             telemetry: TelemetrySettings::default(),
         }
-    }
-}
-
-/// The gateway's public key, which every tool call's turn identity must verify against.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
-pub struct IdentitySettings {
-    /// PEM file of the gateway's Ed25519 public key (`-----BEGIN PUBLIC KEY-----`).
-    pub public_key_file: Option<PathBuf>,
-    /// Longest lifetime a turn identity may claim, in seconds.
-    pub max_lifetime_secs: u64,
-}
-
-impl Default for IdentitySettings {
-    fn default() -> Self {
-        Self {
-            public_key_file: None,
-            max_lifetime_secs: 3600,
-        }
-    }
-}
-
-impl IdentitySettings {
-    /// Loads the verifier, or says exactly what is missing.
-    pub fn verifier(&self) -> anyhow::Result<TurnVerifier> {
-        let path = self.public_key_file.as_ref().context(
-            "identity.public_key_file is not set: the tool server needs the gateway's Ed25519 public key \
-             (ROVER_IDENTITY__PUBLIC_KEY_FILE)",
-        )?;
-        let pem =
-            std::fs::read(path).with_context(|| format!("Failed to read {}", path.display()))?;
-        let max_lifetime =
-            chrono::Duration::seconds(i64::try_from(self.max_lifetime_secs).unwrap_or(i64::MAX));
-        TurnVerifier::from_pem(&pem, max_lifetime)
-            .with_context(|| format!("Failed to load {}", path.display()))
     }
 }
 
@@ -106,7 +71,7 @@ impl App {
     /// Loads the key, connects to the broker (declaring the topology) and the database, and binds
     /// the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
-        let verifier = settings.identity.verifier()?;
+        let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
         let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) =

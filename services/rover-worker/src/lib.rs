@@ -19,12 +19,14 @@ use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, run_turn};
 use rover_contracts::ErrorCode;
+use rover_contracts::identity::TurnVerifier;
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{
     Broker, ConsumerOptions, Delivery, Outcome, OutgoingMessage, Publisher, RpcOptions, Topology,
 };
 use rover_settings::{
     AmqpSettings, DatabaseSettings, HttpSettings, ModelSettings, TelemetrySettings,
+    VerifierSettings,
 };
 use serde::{Deserialize, Serialize};
 use tracing::Instrument as _;
@@ -43,6 +45,8 @@ pub struct Settings {
     pub model: ModelSettings,
     /// The agent: skills, sandboxes and limits.
     pub agent: AgentSettings,
+    /// The gateway's public key: every turn's runtime context must match its signed identity.
+    pub identity: VerifierSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
 }
@@ -55,6 +59,7 @@ impl Default for Settings {
             database: DatabaseSettings::default(),
             model: ModelSettings::default(),
             agent: AgentSettings::default(),
+            identity: VerifierSettings::default(),
             telemetry: TelemetrySettings::default(),
         }
     }
@@ -104,6 +109,7 @@ struct Shared {
     skills: SkillLibrary,
     publisher: Publisher,
     topology: Topology,
+    verifier: TurnVerifier,
 }
 
 /// A built worker: connected, skills loaded, not yet consuming.
@@ -118,6 +124,7 @@ impl App {
     /// Loads the skills (a bad skill fails start-up, naming the file), connects to the broker and
     /// the database, and binds the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let verifier = rover_service::turn_verifier(&settings.identity, "the worker")?;
         let skills = SkillLibrary::load(&settings.agent.skills_dir).with_context(|| {
             format!(
                 "Failed to load skills from {}",
@@ -148,6 +155,7 @@ impl App {
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
         let shared = Arc::new(Shared {
+            verifier,
             settings,
             pool,
             model,
@@ -250,6 +258,12 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         redelivered = delivery.redelivered,
     );
     let turn = request.turn_id;
+    // The runtime context travels unsigned beside the signed identity; it must say the same, or
+    // the message was not minted by a gateway and is dead-lettered without running anything.
+    if let Err(reason) = check_identity(&shared.verifier, &request) {
+        tracing::warn!(turn_id = %turn, reason, "refusing a turn whose identity does not verify");
+        return Outcome::Reject;
+    }
     // The thread must exist (and be the caller's) before any event is recorded against it.
     let owned = ensure_thread(shared, &request).await;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
@@ -327,6 +341,23 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
 struct Failure {
     code: ErrorCode,
     message: String,
+}
+
+/// The turn's signed identity verifies, and the runtime context, turn and thread match it.
+fn check_identity(verifier: &TurnVerifier, request: &TurnRequest) -> Result<(), String> {
+    let verified = verifier
+        .verify(&request.identity)
+        .map_err(|e| e.to_string())?;
+    let context = &request.context;
+    let matches = verified.turn_id() == request.turn_id
+        && verified.thread_id() == request.thread_id
+        && verified.identity() == &context.identity()
+        && verified.scope() == &context.call_scope();
+    if matches {
+        Ok(())
+    } else {
+        Err("the runtime context does not match its signed identity".to_owned())
+    }
 }
 
 async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Result<(), Failure> {

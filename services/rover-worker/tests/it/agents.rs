@@ -144,7 +144,9 @@ async fn a_skill_with_bad_front_matter_fails_start_up_naming_the_file() {
     let skill = dir.join("rover/broken");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(skill.join("SKILL.md"), "---\nname: [unclosed\n---\nbody\n").unwrap();
+    let keys = rover_testkit::TurnKeys::generate();
     let mut settings = rover_worker::Settings::default();
+    settings.identity.public_key_file = Some(keys.public_key_file());
     settings.agent.skills_dir = dir.clone();
     let error = rover_worker::App::build(settings).await.unwrap_err();
     let text = format!("{error:#}");

@@ -121,3 +121,76 @@ async fn an_answer_to_a_question_that_was_never_asked_is_refused() {
         ["That question is no longer waiting for an answer."]
     );
 }
+
+#[tokio::test]
+async fn a_turn_whose_context_does_not_match_its_signed_identity_is_dead_lettered_unrun() {
+    use chrono::Utc;
+    use rover_contracts::identity::TurnGrant;
+    use rover_contracts::ids::{ThreadId, TurnId};
+    use rover_contracts::wire::{self, TurnInput, TurnRequest};
+    use rover_messaging::{ConsumerOptions, Outcome, OutgoingMessage};
+
+    let stack = spawn_stack().await;
+    // Signed for the bursar, but the context claims to be the school admin's.
+    let bursar = stack.context("bursar@hill.school").await;
+    let admin = stack.context("admin@hill.school").await;
+    let (turn_id, thread_id) = (TurnId::new(), ThreadId::new());
+    let grant = TurnGrant {
+        turn_id,
+        thread_id,
+        identity: bursar.identity(),
+        scope: bursar.call_scope(),
+    };
+    let identity = stack
+        .keys
+        .signer()
+        .mint(grant, Utc::now(), chrono::Duration::minutes(5))
+        .unwrap();
+    let forged = TurnRequest {
+        turn_id,
+        thread_id,
+        message_id: "forged".into(),
+        context: admin,
+        identity,
+        input: TurnInput::Message {
+            text: "Create a department called Sciences".into(),
+        },
+    };
+    let (dead_tx, mut dead_rx) = tokio::sync::mpsc::unbounded_channel();
+    let _dead = stack
+        .broker
+        .consume(
+            &stack.topology.turns_dead_queue(),
+            ConsumerOptions::default(),
+            move |delivery| {
+                let _ = dead_tx.send(delivery.body);
+                async { Outcome::Ack }
+            },
+        )
+        .await
+        .unwrap();
+    stack
+        .broker
+        .publisher()
+        .publish(
+            &stack.topology.turns_exchange(),
+            rover_messaging::TURN_ROUTING_KEY,
+            OutgoingMessage::new(wire::encode(&forged)),
+        )
+        .await
+        .unwrap();
+    let dead = rover_testkit::within("the forged turn in the dead-letter queue", dead_rx.recv())
+        .await
+        .unwrap();
+    assert_eq!(wire::decode::<TurnRequest>(&dead).unwrap().turn_id, turn_id);
+    assert_eq!(
+        stack.count("SELECT count(*) FROM threads").await,
+        0,
+        "nothing ran"
+    );
+    assert_eq!(
+        stack.model_requests().await.len(),
+        0,
+        "the model was never called"
+    );
+}

@@ -199,6 +199,7 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
     settings.agent.skills_dir = skills_dir();
     settings.agent.sandbox_dir = Some(sandboxes.0.clone());
     settings.agent.step_limit = knobs.step_limit;
+    settings.identity.public_key_file = Some(keys.public_key_file());
     let worker = within("build the worker", rover_worker::App::build(settings))
         .await
         .expect("worker");
