@@ -572,3 +572,30 @@ async fn rest_and_the_tool_write_the_same_rows_and_audit_entries() {
         "Permission denied: create:Department"
     );
 }
+
+#[tokio::test]
+async fn a_gateway_shutting_down_lets_its_open_stream_finish() {
+    // Slow chunks keep the stream open while the gateway is told to stop.
+    let mut stack = Stack::start_with_model(&["--chunk-delay-ms", "60"]).await;
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Rename the Languages department to Modern Languages" }] }]);
+    let response = stack
+        .post(stack.gateway, &stack.token(ADMIN), "chat-drain", messages)
+        .await;
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    let mut bytes = response.bytes_stream();
+    let mut body =
+        String::from_utf8_lossy(&futures::StreamExt::next(&mut bytes).await.unwrap().unwrap())
+            .into_owned();
+    stack.terminate_gateway();
+    while let Some(more) = futures::StreamExt::next(&mut bytes).await {
+        body.push_str(&String::from_utf8_lossy(&more.unwrap()));
+    }
+    let turn = crate::stack::parse_sse(200, headers, &body);
+    assert!(turn.done, "the open stream ran to its end");
+    assert_eq!(turn.finish_reason(), Some("stop"));
+    assert!(
+        stack.gateway_exit().success(),
+        "the gateway exits cleanly once its streams are done"
+    );
+}

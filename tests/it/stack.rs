@@ -165,6 +165,22 @@ impl Stack {
             .unwrap()
     }
 
+    /// Sends SIGTERM to the first gateway (how Kubernetes stops a pod).
+    pub(crate) fn terminate_gateway(&self) {
+        let pid = self.processes[3].0.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the first gateway to exit; its exit status. Blocking is fine here: nothing else
+    /// in the test needs the runtime by then, and nextest bounds a test that hangs.
+    pub(crate) fn gateway_exit(&mut self) -> std::process::ExitStatus {
+        self.processes[3].0.wait().unwrap()
+    }
+
     /// A development bearer token for a demo user.
     pub(crate) fn token(&self, email: &str) -> String {
         let settings = rover_gateway::AuthSettings::default();
