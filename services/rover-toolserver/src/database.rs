@@ -3,7 +3,6 @@
 
 use anyhow::Context as _;
 use rover_domain::provision::{Provision, provision};
-use rover_settings::Secret;
 use sqlx::postgres::PgPoolOptions;
 
 /// What `db setup` creates. Defaults suit a local development machine with trust authentication.
@@ -46,17 +45,8 @@ pub struct SetupArgs {
     pub demo: bool,
 }
 
-/// What `db setup` did, for the operator to read.
-#[derive(Debug)]
-pub struct SetupReport {
-    /// The URL the services should use (`database.url`), password masked when printed.
-    pub app_url: Secret<String>,
-    /// Whether the demo data was seeded.
-    pub seeded: bool,
-}
-
 /// Provisions, migrates and (with `--demo`) seeds.
-pub async fn setup(args: &SetupArgs) -> anyhow::Result<SetupReport> {
+pub async fn setup(args: &SetupArgs) -> anyhow::Result<()> {
     let plan = Provision {
         database: args.database.clone(),
         owner_role: args.owner_role.clone(),
@@ -78,8 +68,5 @@ pub async fn setup(args: &SetupArgs) -> anyhow::Result<SetupReport> {
             .context("Failed to seed the demo data")?;
         owner.close().await;
     }
-    Ok(SetupReport {
-        app_url: Secret::new(urls.app_url),
-        seeded: args.demo,
-    })
+    Ok(())
 }

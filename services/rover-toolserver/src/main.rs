@@ -36,11 +36,11 @@ async fn main() -> anyhow::Result<()> {
         None => rover_service::run("rover-toolserver", &cli.service, rover_toolserver::run).await,
         Some(Command::Db(Db::Setup(args))) => {
             rover_service::init_process();
-            let report = rover_toolserver::database::setup(&args).await?;
+            rover_toolserver::database::setup(&args).await?;
             eprintln!(
                 "rover-toolserver: database {} is ready (migrated{}); services connect as {}",
                 args.database,
-                if report.seeded {
+                if args.demo {
                     ", demo schools seeded"
                 } else {
                     ""
