@@ -3,4 +3,5 @@
 mod cli;
 mod e2e;
 mod node;
+mod observability;
 mod stack;

@@ -20,6 +20,10 @@ pub(crate) struct Stack {
     pub(crate) db: TestDb,
     pub(crate) owner: PgPool,
     pub(crate) gateway: SocketAddr,
+    /// The worker's health and metrics listener.
+    pub(crate) worker_http: SocketAddr,
+    /// The tool server's health and metrics listener.
+    pub(crate) toolserver_http: SocketAddr,
     pub(crate) http: reqwest::Client,
     env: HashMap<String, String>,
     processes: Vec<ChildGuard>,
@@ -76,6 +80,11 @@ impl Stack {
 
     /// Starts the stack with extra flags for the scripted model (latency knobs, say).
     pub(crate) async fn start_with_model(model_flags: &[&str]) -> Stack {
+        Self::start_with(model_flags, &[]).await
+    }
+
+    /// Starts the stack with extra model flags and extra environment for the three services.
+    pub(crate) async fn start_with(model_flags: &[&str], service_env: &[(&str, &str)]) -> Stack {
         let vhost = TestVhost::create();
         let db = TestDb::new().await;
         let keys = TurnKeys::generate();
@@ -121,9 +130,24 @@ impl Stack {
             sandboxes.display().to_string(),
         );
         env.insert("ROVER_CHAT__KEEPALIVE_MS".into(), "1000".into());
+        for (key, value) in service_env {
+            env.insert((*key).to_owned(), (*value).to_owned());
+        }
+        let http_of = |line: &Value| -> SocketAddr {
+            line["http"]
+                .as_str()
+                .expect("the service's HTTP address")
+                .parse()
+                .unwrap()
+        };
 
-        processes.push(start("rover-toolserver", &[], &env, "ready; waiting for shutdown").0);
-        processes.push(start("rover-worker", &[], &env, "ready; waiting for shutdown").0);
+        let (toolserver, line) =
+            start("rover-toolserver", &[], &env, "ready; waiting for shutdown");
+        processes.push(toolserver);
+        let toolserver_http = http_of(&line);
+        let (worker, line) = start("rover-worker", &[], &env, "ready; waiting for shutdown");
+        processes.push(worker);
+        let worker_http = http_of(&line);
         let (gateway, line) = start("rover-gateway", &[], &env, "ready; waiting for shutdown");
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]
@@ -140,6 +164,8 @@ impl Stack {
             db,
             owner,
             gateway,
+            worker_http,
+            toolserver_http,
             http,
             env,
             processes,

@@ -29,12 +29,12 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// A command for a service binary with a clean `ROVER_` environment, so the developer's own
-/// settings cannot leak into a test.
+/// A command for a service binary with a clean `ROVER_`/`OTEL_` environment, so the developer's
+/// own settings cannot leak into a test.
 pub fn service_command(name: &str) -> anyhow::Result<Command> {
     let mut command = Command::new(binary(name)?);
     for (key, _) in std::env::vars() {
-        if key.starts_with("ROVER_") || key == "RUST_LOG" {
+        if key.starts_with("ROVER_") || key.starts_with("OTEL_") || key == "RUST_LOG" {
             command.env_remove(key);
         }
     }

@@ -3,6 +3,7 @@
 //! tool calls, asks the user a question, or the step limit is reached.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use futures::StreamExt as _;
 use rover_contracts::AgentToolResult;
@@ -12,6 +13,7 @@ use rover_contracts::ids::{ToolCallId, TurnId};
 use rover_contracts::tools::ToolKind;
 use rover_contracts::wire::{self, FinishReason, ToolCall, ToolReply, TurnEventKind, TurnInput};
 use rover_messaging::RpcClient;
+use rover_telemetry::metrics::{ModelMetrics, Registry, ToolMetrics};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::Instrument as _;
@@ -43,6 +45,31 @@ pub struct ToolRpc {
     pub exchange: String,
 }
 
+/// What the agent loop measures: model calls (latency, tokens) and tool calls (by event and
+/// outcome, with the RPC round trip).
+#[derive(Debug, Clone)]
+pub struct AgentMetrics {
+    /// Model calls.
+    pub model: ModelMetrics,
+    /// Tool calls as the agent saw them.
+    pub tools: ToolMetrics,
+}
+
+impl AgentMetrics {
+    /// Registers the agent's families in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        Self {
+            model: ModelMetrics::register(registry),
+            tools: ToolMetrics::register(
+                registry,
+                "rover_rpc_duration_seconds",
+                "Tool calls as the agent ran them: the RPC round trip for tool-server tools, \
+                 the local work for the agent's own tools",
+            ),
+        }
+    }
+}
+
 /// Everything a turn needs besides the agent and the conversation.
 #[derive(Clone, Copy)]
 pub struct TurnDeps<'a> {
@@ -67,6 +94,10 @@ pub struct TurnDeps<'a> {
     /// Stores a file as a downloadable artifact of the thread (`save_artifact`); `None` without a
     /// backend to store into.
     pub artifacts: Option<&'a ArtifactStore>,
+    /// Where model and tool calls are counted; `None` counts nothing.
+    pub metrics: Option<&'a AgentMetrics>,
+    /// Put model output and tool arguments into spans (`telemetry.capture_content`).
+    pub capture_content: bool,
 }
 
 impl std::fmt::Debug for TurnDeps<'_> {
@@ -180,6 +211,7 @@ async fn run_loop(
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
             gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.output.text = tracing::field::Empty,
         );
         let (step_text, calls) = stream_step(
             deps,
@@ -285,7 +317,36 @@ async fn stream_step(
     step: &str,
     emit: &impl Fn(TurnEventKind),
 ) -> Result<(String, Vec<Call>), ModelError> {
-    let mut stream = deps.model.stream(conversation, tools).await?;
+    let started = Instant::now();
+    let mut usage = None;
+    let streamed = async {
+        let mut stream = deps.model.stream(conversation, tools).await?;
+        read_step(&mut stream, step, emit, &mut usage).await
+    }
+    .await;
+    if let Some(metrics) = deps.metrics {
+        metrics.model.observe(
+            deps.model.model(),
+            streamed.is_ok(),
+            started.elapsed(),
+            usage,
+        );
+    }
+    if deps.capture_content
+        && let Ok((text, _)) = &streamed
+    {
+        tracing::Span::current().record("gen_ai.output.text", text.as_str());
+    }
+    streamed
+}
+
+/// Reads one model call's stream to its end.
+async fn read_step(
+    stream: &mut crate::model::ChunkStream,
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+    usage_seen: &mut Option<(u32, u32)>,
+) -> Result<(String, Vec<Call>), ModelError> {
     let text_id = format!("{step}-text");
     let mut text = String::new();
     let mut calls: BTreeMap<u32, Call> = BTreeMap::new();
@@ -293,6 +354,7 @@ async fn stream_step(
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if let Some(usage) = &chunk.usage {
+            *usage_seen = Some((usage.prompt_tokens, usage.completion_tokens));
             tracing::Span::current().record("gen_ai.usage.input_tokens", usage.prompt_tokens);
             tracing::Span::current().record("gen_ai.usage.output_tokens", usage.completion_tokens);
         }
@@ -376,31 +438,60 @@ async fn execute(
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %call.name,
         gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.call.arguments = tracing::field::Empty,
+        rover.tool.outcome = tracing::field::Empty,
     );
-    async {
-        let Some(tool) = agent.tool(&call.name) else {
-            return AgentToolResult::error(format!(
+    if deps.capture_content {
+        span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
+    }
+    let started = Instant::now();
+    let (event, outcome, result) = run_tool(agent, call, input, deps)
+        .instrument(span.clone())
+        .await;
+    span.record("rover.tool.outcome", outcome);
+    if let Some(metrics) = deps.metrics {
+        metrics.tools.observe(event, outcome, started.elapsed());
+    }
+    result
+}
+
+/// Runs the call: returns the tool's event (its name for local tools), the outcome label and the
+/// envelope.
+async fn run_tool<'c>(
+    agent: &Agent,
+    call: &'c Call,
+    input: Result<Value, String>,
+    deps: TurnDeps<'_>,
+) -> (&'c str, &'static str, AgentToolResult<Value>) {
+    let Some(tool) = agent.tool(&call.name) else {
+        return (
+            "unknown",
+            "invalid",
+            AgentToolResult::error(format!(
                 "There is no tool named {} here.",
                 call.name.chars().take(64).collect::<String>()
-            ));
-        };
-        let args = match input {
-            Ok(args) => args,
-            Err(error) => return AgentToolResult::error(error),
-        };
-        match tool.contract.kind {
-            ToolKind::Rpc { event, .. } => call_rpc(event, &call.id, args, deps).await,
-            ToolKind::Local { .. } => {
-                if call.name == "task" {
-                    delegate(agent, args, deps).await
-                } else {
-                    local::run(agent, &call.name, args, deps).await
-                }
-            }
+            )),
+        );
+    };
+    let args = match input {
+        Ok(args) => args,
+        Err(error) => return (&call.name, "invalid", AgentToolResult::error(error)),
+    };
+    match tool.contract.kind {
+        ToolKind::Rpc { event, .. } => {
+            let (outcome, result) = call_rpc(event, &call.id, args, deps).await;
+            (event, outcome, result)
+        }
+        ToolKind::Local { .. } => {
+            let result = if call.name == "task" {
+                delegate(agent, args, deps).await
+            } else {
+                local::run(agent, &call.name, args, deps).await
+            };
+            let outcome = if result.is_error() { "error" } else { "ok" };
+            (&call.name, outcome, result)
         }
     }
-    .instrument(span)
-    .await
 }
 
 /// The generic RPC proxy: identity and scope come from the signed turn identity, never from the
@@ -410,7 +501,7 @@ async fn call_rpc(
     call_id: &str,
     args: Value,
     deps: TurnDeps<'_>,
-) -> AgentToolResult<Value> {
+) -> (&'static str, AgentToolResult<Value>) {
     let call_id = ToolCallId::for_turn(deps.turn_id, call_id);
     let call = ToolCall {
         call_id: call_id.clone(),
@@ -430,14 +521,20 @@ async fn call_rpc(
         .await;
     match reply {
         Ok(bytes) => match wire::decode::<ToolReply>(&bytes) {
-            Ok(reply) => reply.result,
-            Err(error) => AgentToolResult::error(format!(
-                "The tool server's reply could not be read: {error}."
-            )),
+            Ok(reply) => (reply.outcome.as_str(), reply.result),
+            Err(error) => (
+                "error",
+                AgentToolResult::error(format!(
+                    "The tool server's reply could not be read: {error}."
+                )),
+            ),
         },
         Err(error) => {
             tracing::warn!(%error, event, "tool call failed");
-            AgentToolResult::error("The tool did not answer in time. Try again in a moment.")
+            (
+                "error",
+                AgentToolResult::error("The tool did not answer in time. Try again in a moment."),
+            )
         }
     }
 }

@@ -226,6 +226,10 @@ pub enum TurnEventKind {
     Start {
         /// The assistant message id.
         message_id: String,
+        /// The W3C trace id of the turn, when traces are recorded, so a replayed stream quotes
+        /// the trace the turn actually ran in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace_id: Option<String>,
     },
     /// A model step started.
     StartStep,
@@ -329,6 +333,20 @@ pub enum ToolOutcome {
     Conflict,
     /// Failed for another reason.
     Error,
+}
+
+impl ToolOutcome {
+    /// The outcome as a metric label (`ok`, `denied`, `invalid`, `not_found`, `conflict`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Denied => "denied",
+            Self::Invalid => "invalid",
+            Self::NotFound => "not_found",
+            Self::Conflict => "conflict",
+            Self::Error => "error",
+        }
+    }
 }
 
 /// Tool server → worker: the reply to a [`ToolCall`].

@@ -15,7 +15,7 @@ use crate::{DomainError, TenantTx};
 
 /// The school of a user, by user id: the one look-up allowed before a tenant is set (it runs the
 /// `rover_user_school` security-definer function, which answers this and nothing else).
-#[tracing::instrument(skip_all, fields(user_id = %user_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", user_id = %user_id))]
 pub async fn user_school(pool: &PgPool, user_id: UserId) -> Result<Option<SchoolId>, DomainError> {
     let school: Option<Uuid> = sqlx::query_scalar("SELECT rover_user_school($1)")
         .bind(user_id.as_uuid())
@@ -25,7 +25,7 @@ pub async fn user_school(pool: &PgPool, user_id: UserId) -> Result<Option<School
 }
 
 /// The school of a user, by login email (case-insensitive); see [`user_school`].
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn user_school_by_email(
     pool: &PgPool,
     email: &str,
@@ -58,7 +58,7 @@ struct UserRow {
 }
 
 /// A staff member of the current school, with profile, school and campus.
-#[tracing::instrument(skip_all, fields(user_id = %user_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", user_id = %user_id))]
 pub async fn load_user(tx: &mut TenantTx, user_id: UserId) -> Result<UserDetails, DomainError> {
     let row: Option<UserRow> = sqlx::query_as(&format!("{SELECT_USER} WHERE u.id = $1"))
         .bind(user_id.as_uuid())
@@ -68,7 +68,7 @@ pub async fn load_user(tx: &mut TenantTx, user_id: UserId) -> Result<UserDetails
 }
 
 /// A staff member of the current school, by login email (case-insensitive); see [`load_user`].
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn load_user_by_email(
     tx: &mut TenantTx,
     email: &str,
@@ -105,7 +105,7 @@ fn user_details(row: Option<UserRow>) -> Result<UserDetails, DomainError> {
 
 /// Which role subagents exist for the user: class teacher of at least one class, a teaching
 /// assignment this academic year, the `director_of_studies` role.
-#[tracing::instrument(skip_all, fields(user_id = %user_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", user_id = %user_id))]
 pub async fn capabilities(tx: &mut TenantTx, user_id: UserId) -> Result<Capabilities, DomainError> {
     let year = find_current_year(tx).await?.map(|y| y.id);
     let (class_teacher, subject_teacher, director_of_studies): (bool, bool, bool) = sqlx::query_as(
@@ -126,7 +126,7 @@ pub async fn capabilities(tx: &mut TenantTx, user_id: UserId) -> Result<Capabili
 
 /// The user's classes and subjects this academic year and the classes they are class teacher of:
 /// `Some` for teachers (user type teacher, or anyone with such a relationship), `None` for everyone else.
-#[tracing::instrument(skip_all, fields(user_id = %user_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", user_id = %user_id))]
 pub async fn teaching_map(
     tx: &mut TenantTx,
     user_id: UserId,

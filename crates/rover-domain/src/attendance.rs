@@ -20,7 +20,7 @@ use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 ///
 /// The audit change is keyed by the class; `before` holds the day's earlier absentees, if the day
 /// was recorded before.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn record_attendance(
     tx: &mut TenantTx,
     actor: &Actor,

@@ -46,7 +46,7 @@ pub struct AuditEntry<'a> {
 }
 
 /// Writes one audit row in `tx`, so it commits or rolls back with the write it describes.
-#[tracing::instrument(skip_all, fields(event = entry.event))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", event = entry.event))]
 pub async fn record(tx: &mut TenantTx, entry: &AuditEntry<'_>) -> Result<(), DomainError> {
     let school = tx.school_uuid();
     sqlx::query(

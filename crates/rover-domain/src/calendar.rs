@@ -25,7 +25,7 @@ pub(crate) struct TermRow {
 }
 
 /// The current academic year and its terms, for the runtime context.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn calendar(tx: &mut TenantTx) -> Result<Calendar, DomainError> {
     let year = current_year(tx).await?;
     let school = tx.school_uuid();

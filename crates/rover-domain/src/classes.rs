@@ -25,7 +25,7 @@ struct ClassSummaryRow {
 
 /// The classes in scope (the campus's in campus mode), with campus, class teacher and size,
 /// ordered by campus and name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_classes(
     tx: &mut TenantTx,
     _actor: &Actor,
@@ -70,7 +70,7 @@ pub async fn list_classes(
 }
 
 /// The students of a class, by name. Only its class teacher may see it.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn class_roster(
     tx: &mut TenantTx,
     actor: &Actor,

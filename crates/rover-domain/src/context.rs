@@ -12,7 +12,7 @@ use crate::{DomainError, TenantTx, actor, calendar, policy};
 /// The runtime context of `user` for one turn. A campus-tied user always runs in their campus; a
 /// school-wide user may pick a campus of their school (`campus`), else runs school-wide. Picking a
 /// campus the school does not have is `NotFound`; a campus-tied user picking another is `Denied`.
-#[tracing::instrument(skip_all, fields(user_id = %user))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", user_id = %user))]
 pub async fn runtime_context(
     tx: &mut TenantTx,
     user: UserId,

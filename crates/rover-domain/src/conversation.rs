@@ -8,7 +8,7 @@ use crate::{DomainError, TenantTx};
 
 /// Makes sure `thread` exists and belongs to `user`: creates it on first use; another user's
 /// thread is `NotFound`, exactly like a thread that does not exist.
-#[tracing::instrument(skip_all, fields(thread_id = %thread))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn ensure_thread(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -34,7 +34,7 @@ pub async fn ensure_thread(
 }
 
 /// The thread's model-level history, oldest first.
-#[tracing::instrument(skip_all, fields(thread_id = %thread))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn history(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<Value>, DomainError> {
     Ok(sqlx::query_scalar(
         "SELECT message FROM conversation_log WHERE thread_id = $1 ORDER BY position",
@@ -45,7 +45,7 @@ pub async fn history(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<Value>, 
 }
 
 /// Appends a turn's messages to the thread's history.
-#[tracing::instrument(skip_all, fields(thread_id = %thread, turn_id = %turn, count = messages.len()))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %turn, count = messages.len()))]
 pub async fn append(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -67,7 +67,7 @@ pub async fn append(
 }
 
 /// Records a turn's events (`seq`, payload) for replay; a repeated `seq` is ignored.
-#[tracing::instrument(skip_all, fields(turn_id = %turn, count = events.len()))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn, count = events.len()))]
 pub async fn record_events(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -92,6 +92,7 @@ pub async fn record_events(
 }
 
 /// A turn's recorded events, in order.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn events(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<Value>, DomainError> {
     Ok(
         sqlx::query_scalar("SELECT payload FROM turn_events WHERE turn_id = $1 ORDER BY seq")
@@ -102,7 +103,7 @@ pub async fn events(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<Value>, Domai
 }
 
 /// Stores a file as a downloadable artifact of `thread`, made by `user`; returns its id.
-#[tracing::instrument(skip_all, fields(thread_id = %thread, bytes = content.len()))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, bytes = content.len()))]
 pub async fn save_artifact(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -129,6 +130,7 @@ pub async fn save_artifact(
 }
 
 /// Marks `turn` as the thread's current turn (what `GET /api/chat/{id}/stream` resumes).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn start_turn(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -144,6 +146,7 @@ pub async fn start_turn(
 
 /// The thread's current (or last) turn: `None` when the thread does not exist or never ran one;
 /// `NotFound` when it is another user's.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn last_turn(
     tx: &mut TenantTx,
     thread: ThreadId,
@@ -161,4 +164,76 @@ pub async fn last_turn(
             "No conversation with that id was found.".to_owned(),
         )),
     }
+}
+
+/// One recorded part of a turn's agent loop (see `turn_steps`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPart {
+    /// `""` for Rover, the `task` call id for a subagent's run.
+    pub agent: String,
+    /// The agent's model step.
+    pub step: u32,
+    /// `"model"` for the assistant message, else the tool call id of a result.
+    pub part: String,
+    /// The recorded message.
+    pub record: Value,
+}
+
+/// Records a completed part of a turn before the loop moves on; a part recorded already is kept
+/// as it was (the first record wins, so a resumed turn cannot rewrite its past).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn, agent = %part.agent, step = part.step, part = %part.part))]
+pub async fn record_step(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+    part: &StepPart,
+) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    sqlx::query(
+        "INSERT INTO turn_steps (school_id, thread_id, turn_id, agent, step, part, record) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (school_id, turn_id, agent, step, part) DO NOTHING",
+    )
+    .bind(school)
+    .bind(thread.as_uuid())
+    .bind(turn.as_uuid())
+    .bind(&part.agent)
+    .bind(i32::try_from(part.step).unwrap_or(i32::MAX))
+    .bind(&part.part)
+    .bind(&part.record)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
+/// Every recorded part of `turn`.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
+pub async fn steps(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<StepPart>, DomainError> {
+    let rows: Vec<(String, i32, String, Value)> = sqlx::query_as(
+        "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = $1 \
+         ORDER BY agent, step, created_at",
+    )
+    .bind(turn.as_uuid())
+    .fetch_all(tx.connection())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(agent, step, part, record)| StepPart {
+            agent,
+            step: u32::try_from(step).unwrap_or_default(),
+            part,
+            record,
+        })
+        .collect())
+}
+
+/// Whether `turn`'s messages are in the thread's history already (the turn completed).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
+pub async fn turn_completed(tx: &mut TenantTx, turn: TurnId) -> Result<bool, DomainError> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM conversation_log WHERE turn_id = $1)")
+            .bind(turn.as_uuid())
+            .fetch_one(tx.connection())
+            .await?,
+    )
 }

@@ -44,7 +44,7 @@ impl From<DepartmentRow> for Department {
 
 /// The departments in scope: all of them in school mode; the school-wide ones and the campus's
 /// own in campus mode. Ordered by name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_departments(
     tx: &mut TenantTx,
     _actor: &Actor,
@@ -65,7 +65,7 @@ pub async fn list_departments(
 /// Creates a department: school-wide in school mode, on the chat's campus in campus mode.
 /// A name already used in the same scope (ignoring case) is a [`DomainError::Conflict`], and the
 /// transaction stays usable.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn create_department(
     tx: &mut TenantTx,
     _actor: &Actor,
@@ -101,7 +101,7 @@ pub async fn create_department(
 
 /// Renames a department in scope. In campus mode only the campus's own departments can be renamed:
 /// another campus's are not found, school-wide ones are refused.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn rename_department(
     tx: &mut TenantTx,
     _actor: &Actor,

@@ -12,7 +12,7 @@ use crate::{DomainError, TenantTx};
 /// after the other: the second waits until the first commits (or rolls back) and then finds its
 /// reply (or runs itself). Call it first in the transaction that will run the call and
 /// [`store`] its reply.
-#[tracing::instrument(skip_all, fields(call_id = %call_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", call_id = %call_id))]
 pub async fn find(tx: &mut TenantTx, call_id: &ToolCallId) -> Result<Option<Value>, DomainError> {
     let school = tx.school_uuid();
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2, 0))")
@@ -28,7 +28,7 @@ pub async fn find(tx: &mut TenantTx, call_id: &ToolCallId) -> Result<Option<Valu
 }
 
 /// Stores the reply of `call_id` (which ran as `event`), in the transaction of its effects.
-#[tracing::instrument(skip_all, fields(call_id = %call_id, event))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", call_id = %call_id, event))]
 pub async fn store(
     tx: &mut TenantTx,
     call_id: &ToolCallId,

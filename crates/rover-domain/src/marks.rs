@@ -25,7 +25,7 @@ use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 /// earlier score for the same assessment is replaced.
 ///
 /// The audit change is keyed by the class; `before` holds the replaced scores, if any.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn record_marks(
     tx: &mut TenantTx,
     actor: &Actor,
@@ -117,7 +117,7 @@ pub async fn record_marks(
 
 /// The marks of a subject the actor teaches to the class this academic year, for a term of this
 /// academic year (the current term by default); by student and assessment.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn class_marks(
     tx: &mut TenantTx,
     actor: &Actor,
@@ -179,7 +179,7 @@ struct ResultsDbRow {
 
 /// Average marks per class and subject in scope for a term (the current term by default; any term
 /// of the school by id), optionally of one class or subject; by class and subject.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn results_summary(
     tx: &mut TenantTx,
     _actor: &Actor,

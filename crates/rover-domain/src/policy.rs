@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::{DomainError, TenantTx};
 
 /// The current school's policy rows and role assignments, in a stable order.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn load(tx: &mut TenantTx) -> Result<(Vec<PolicyRow>, Vec<RoleAssignment>), DomainError> {
     let policies: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT role, action, subject FROM authz_policies ORDER BY role, action, subject",

@@ -80,7 +80,7 @@ pub enum ProvisionError {
 /// Creates (or updates) the two roles and the database, migrates it as the owner, and grants the
 /// application role its privileges. `admin_url` connects as a superuser. Re-running it is safe,
 /// and is how grants reach tables added by later migrations.
-#[tracing::instrument(skip_all, fields(database = %p.database))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", database = %p.database))]
 pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls, ProvisionError> {
     validate(p)?;
     let urls = ProvisionedUrls {
@@ -149,7 +149,7 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
 }
 
 /// Drops the database (disconnecting whoever is still connected) and both roles, if they exist.
-#[tracing::instrument(skip_all, fields(database = %p.database))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", database = %p.database))]
 pub async fn drop_provisioned(admin_url: &str, p: &Provision) -> Result<(), ProvisionError> {
     validate(p)?;
     let mut admin = PgConnection::connect(admin_url).await?;

@@ -392,7 +392,7 @@ impl DemoIds {
 ///
 /// Idempotent: rows are keyed by ids derived from their names, and existing rows are left alone,
 /// so seeding again changes nothing (in a new year it adds that year's calendar and teaching).
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn seed_demo(owner_pool: &PgPool) -> Result<DemoIds, sqlx::Error> {
     let mut tx = owner_pool.begin().await?;
     let year: i32 =

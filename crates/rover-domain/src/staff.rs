@@ -24,7 +24,7 @@ struct StaffRow {
 
 /// Staff in scope (in campus mode: school-wide staff and the campus's own), optionally those whose
 /// name or email contains every word of the query; by name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_staff(
     tx: &mut TenantTx,
     _actor: &Actor,

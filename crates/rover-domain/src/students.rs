@@ -28,7 +28,7 @@ struct StudentRow {
 
 /// Students in scope whose name or admission number contains every word of the query (in any
 /// order, ignoring case), optionally within one class; at most 50, by name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn find_students(
     tx: &mut TenantTx,
     _actor: &Actor,
@@ -77,7 +77,7 @@ pub async fn find_students(
 
 /// Students in scope: the total, per campus and per class (every campus and class in scope is
 /// listed, empty ones with zero), by name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn enrollment_summary(
     tx: &mut TenantTx,
     _actor: &Actor,

@@ -59,7 +59,7 @@ impl From<AssignmentRow> for TeachingAssignment {
 
 /// The classes the actor teaches this academic year (in scope), each with the subjects taught,
 /// whether the actor is also its class teacher, and its students; by class name.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_my_classes(
     tx: &mut TenantTx,
     actor: &Actor,
@@ -119,7 +119,7 @@ pub(crate) async fn taught_classes(
 
 /// This academic year's teaching assignments in scope, optionally of one class or one teacher;
 /// by class, subject and teacher.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_teaching_assignments(
     tx: &mut TenantTx,
     _actor: &Actor,
@@ -146,7 +146,7 @@ pub async fn list_teaching_assignments(
 /// Assigns a teacher (a staff member of type teacher, in scope) to teach a subject to a class in
 /// scope for the current academic year. Assigning the same teacher again changes nothing and
 /// returns the existing assignment; its audit change then has `before` equal to `after`.
-#[tracing::instrument(skip_all)]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn assign_subject_teacher(
     tx: &mut TenantTx,
     _actor: &Actor,

@@ -26,7 +26,7 @@ pub struct TenantTx {
 ///
 /// Fails closed if the pool connects as a role that row-level security does not bind (a superuser
 /// or a `BYPASSRLS` role such as the migration owner): the tenant frame would be decoration there.
-#[tracing::instrument(skip_all, fields(school_id = %school_id))]
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
 pub async fn begin_tenant(pool: &PgPool, school_id: SchoolId) -> Result<TenantTx, DomainError> {
     let mut tx = pool.begin().await?;
     let (_, bypasses_rls): (String, bool) = sqlx::query_as(
@@ -59,6 +59,7 @@ impl TenantTx {
     }
 
     /// Commits the transaction.
+    #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
     pub async fn commit(self) -> Result<(), DomainError> {
         Ok(self.tx.commit().await?)
     }
@@ -119,6 +120,7 @@ pub(crate) fn campus_of(tx: &TenantTx, scope: &CallScope) -> Result<Option<Uuid>
 
 /// Whether the transaction's school exists. The tool server fails closed when it does not: an
 /// identity whose tenant is unknown gets nothing, not an empty answer.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn school_exists(tx: &mut TenantTx) -> Result<bool, DomainError> {
     // Row-level security on `schools` shows only the transaction's own school, if it exists.
     Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM schools)")

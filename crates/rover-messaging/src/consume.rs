@@ -439,6 +439,11 @@ async fn process(delivery: lapin::message::Delivery, queue: String, handler: Han
         Outcome::Retry
     });
     span.record("messaging.rabbitmq.outcome", tracing::field::debug(outcome));
+    if outcome == Outcome::Reject {
+        rover_telemetry::metrics::dead_lettered()
+            .get_or_create(&rover_telemetry::metrics::QueueLabels { queue })
+            .inc();
+    }
     settle(&delivery.acker, outcome).instrument(span).await;
 }
 

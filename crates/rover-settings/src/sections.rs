@@ -76,6 +76,10 @@ pub struct TelemetrySettings {
     pub format: LogFormat,
     /// A `tracing` filter directive (`info`, `rover_worker=debug,info`). `RUST_LOG` overrides it.
     pub filter: String,
+    /// Put message text, model output and tool argument values into spans. Off by default: spans
+    /// then carry ids, names, counts and outcomes only. (Traces are exported over OTLP when the
+    /// standard `OTEL_EXPORTER_OTLP_ENDPOINT` variable is set.)
+    pub capture_content: bool,
 }
 
 impl Default for TelemetrySettings {
@@ -83,6 +87,7 @@ impl Default for TelemetrySettings {
         Self {
             format: LogFormat::Human,
             filter: "info".to_owned(),
+            capture_content: false,
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -27,13 +27,16 @@ use rover_contracts::identity::TurnGrant;
 use rover_contracts::ids::{CampusId, ThreadId, TurnId};
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{ConsumerHandle, ConsumerOptions, Outcome, OutgoingMessage};
+use rover_telemetry::metrics::{Gauge, Histogram};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::caller;
 use crate::error::ApiError;
+use crate::observe::{TRACE_HEADER, current_trace_id};
 use crate::state::AppState;
 
 /// The chat routes.
@@ -64,8 +67,6 @@ struct UiMessage {
 
 /// The header a Hub may use to pick the chat's campus.
 const CAMPUS_HEADER: &str = "x-rover-campus";
-/// The response header carrying the turn's trace id, for support tickets.
-const TRACE_HEADER: &str = "x-rover-trace-id";
 
 /// The thread of a chat id: the id itself when it is a UUID, else a UUID derived from it, so any
 /// client-chosen id names one global thread (and another user's is a 404).
@@ -152,21 +153,6 @@ fn turn_input(messages: &[UiMessage]) -> Result<(TurnInput, Vec<Attachment>), Ap
     }
 }
 
-/// The W3C trace id of the incoming request, or a fresh one.
-fn trace_id(headers: &HeaderMap) -> String {
-    headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|tp| tp.split('-').nth(1))
-        .filter(|id| {
-            id.len() == 32
-                && id.chars().all(|c| c.is_ascii_hexdigit())
-                && *id != "00000000000000000000000000000000"
-        })
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
-}
-
 fn campus_choice(
     body: Option<CampusId>,
     headers: &HeaderMap,
@@ -194,6 +180,7 @@ async fn post_chat(
     headers: HeaderMap,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let requested = Instant::now();
     let Json(body) = body.map_err(|e| match e.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
             ApiError::new(ErrorCode::TooLarge, "The request body is too large.")
@@ -227,7 +214,7 @@ async fn post_chat(
         .signer
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
-    let trace = trace_id(&headers);
+    let trace = current_trace_id(&headers);
     let request = TurnRequest {
         turn_id: turn,
         thread_id: thread,
@@ -256,6 +243,7 @@ async fn post_chat(
             )
         })?;
     tracing::info!(%turn, %thread, "turn published");
+    state.metrics.turns_published.inc();
     Ok(stream_response(
         &state,
         turn,
@@ -263,6 +251,7 @@ async fn post_chat(
         Vec::new(),
         Some(subscription),
         events,
+        Some(requested),
     ))
 }
 
@@ -292,10 +281,11 @@ async fn resume(
         return Ok(stream_response(
             &state,
             turn,
-            trace_id(&headers),
+            current_trace_id(&headers),
             recorded,
             Some(subscription),
             live,
+            None,
         ));
     }
     let finished = recorded
@@ -305,10 +295,11 @@ async fn resume(
     Ok(stream_response(
         &state,
         turn,
-        trace_id(&headers),
+        current_trace_id(&headers),
         recorded,
         subscription,
         live,
+        None,
     ))
 }
 
@@ -356,6 +347,7 @@ fn stream_response(
     recorded: Vec<TurnEvent>,
     subscription: Option<ConsumerHandle>,
     live: mpsc::UnboundedReceiver<TurnEvent>,
+    requested: Option<Instant>,
 ) -> Response {
     let settings = &state.settings.chat;
     let idle = Duration::from_millis(settings.idle_timeout_ms);
@@ -368,6 +360,14 @@ fn stream_response(
         trace: trace.clone(),
         subagent_text: HashMap::new(),
     };
+    // The stream outlives the request's span: its own span ends when the stream does.
+    let span = tracing::info_span!(
+        "rover.gateway.stream",
+        turn_id = %turn,
+        replayed = recorded.len(),
+        rover.turn.finish_reason = tracing::field::Empty,
+    );
+    let first_token = requested.map(|at| (at, state.metrics.time_to_first_token.clone()));
     let state = StreamState {
         recorded: recorded.into_iter(),
         live,
@@ -376,8 +376,15 @@ fn stream_response(
         _subscription: subscription,
         idle,
         done: false,
+        span,
+        first_token,
+        _open: OpenStream::new(&state.metrics.streams_open),
     };
-    let events = futures::stream::unfold(state, next_events).flat_map(futures::stream::iter);
+    let events = futures::stream::unfold(state, |state| {
+        let span = state.span.clone();
+        next_events(state).instrument(span)
+    })
+    .flat_map(futures::stream::iter);
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_millis(settings.keepalive_ms)))
         .into_response();
@@ -403,6 +410,26 @@ struct StreamState {
     _subscription: Option<ConsumerHandle>,
     idle: Duration,
     done: bool,
+    span: tracing::Span,
+    /// When the chat request arrived, until the first text is sent (time to first token).
+    first_token: Option<(Instant, Histogram)>,
+    _open: OpenStream,
+}
+
+/// Counts a stream in the open-streams gauge for as long as it lives.
+struct OpenStream(Gauge);
+
+impl OpenStream {
+    fn new(gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Puts events back in `seq` order and drops repeats.
@@ -457,6 +484,17 @@ async fn next_events(
     };
     let mut out = Vec::new();
     for event in ready {
+        if let TurnEventKind::Finish { reason } = &event.event {
+            state
+                .span
+                .record("rover.turn.finish_reason", tracing::field::debug(reason));
+        }
+        if matches!(event.event, TurnEventKind::TextDelta { .. })
+            && event.subagent.is_none()
+            && let Some((requested, histogram)) = state.first_token.take()
+        {
+            histogram.observe(requested.elapsed().as_secs_f64());
+        }
         let finished = matches!(event.event, TurnEventKind::Finish { .. });
         out.extend(
             state
@@ -488,10 +526,16 @@ impl ChunkMapper {
         let agent = event.subagent.map_or("rover", |s| s.name());
         let from_subagent = event.subagent.is_some();
         match event.event {
-            TurnEventKind::Start { message_id } => vec![json!({
+            TurnEventKind::Start {
+                message_id,
+                trace_id,
+            } => vec![json!({
                 "type": "start",
                 "messageId": message_id,
-                "messageMetadata": { "turnId": self.turn, "traceId": self.trace },
+                "messageMetadata": {
+                    "turnId": self.turn,
+                    "traceId": trace_id.as_deref().unwrap_or(&self.trace),
+                },
             })],
             TurnEventKind::StartStep if !from_subagent => vec![json!({ "type": "start-step" })],
             TurnEventKind::FinishStep if !from_subagent => vec![json!({ "type": "finish-step" })],

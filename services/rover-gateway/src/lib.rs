@@ -11,6 +11,7 @@ pub mod caller;
 pub mod chat;
 pub mod demo;
 pub mod error;
+pub mod observe;
 pub mod rest;
 pub mod state;
 
@@ -190,6 +191,7 @@ impl App {
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
+        let (metrics, registry) = observe::metrics();
         let state = AppState(Arc::new(Shared {
             settings,
             pool,
@@ -198,6 +200,8 @@ impl App {
             topology,
             auth,
             signer,
+            metrics,
+            registry,
         }));
         Ok(App { state, listener })
     }
@@ -248,6 +252,14 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .route(
+            "/metrics",
+            get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    state.registry.response()
+                },
+            ),
+        )
         .merge(chat::router())
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(
@@ -256,6 +268,8 @@ pub fn router(state: AppState) -> Router {
                 Duration::from_millis(limits.request_timeout_ms),
             )),
         )
+        // Every request is the root (or the continuation) of a trace.
+        .layer(axum::middleware::from_fn(observe::http_span))
         // Extractors answer an oversized body with the JSON `too_large` error (413).
         .layer(axum::extract::DefaultBodyLimit::max(
             limits.body_limit_bytes,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use rover_contracts::identity::TurnSigner;
 use rover_messaging::{Broker, Publisher, Topology};
+use rover_telemetry::metrics::{GatewayMetrics, Metrics};
 use sqlx::PgPool;
 
 use crate::Settings;
@@ -30,6 +31,10 @@ pub struct Shared {
     pub auth: Authenticator,
     /// Signs turn identities with the gateway's Ed25519 key.
     pub signer: TurnSigner,
+    /// The chat metrics this gateway moves.
+    pub metrics: GatewayMetrics,
+    /// Everything `/metrics` renders.
+    pub registry: Metrics,
 }
 
 impl std::ops::Deref for AppState {

@@ -1,4 +1,4 @@
-//! Liveness and readiness over HTTP, for Kubernetes probes.
+//! Liveness, readiness and metrics over HTTP, for Kubernetes probes and Prometheus.
 
 use std::sync::Arc;
 
@@ -12,13 +12,19 @@ use axum::routing::get;
 pub(crate) struct Probes {
     pub(crate) broker: rover_messaging::Broker,
     pub(crate) pool: sqlx::PgPool,
+    pub(crate) metrics: rover_telemetry::metrics::Metrics,
 }
 
 /// `/healthz`: the process is alive. `/readyz`: the broker is connected and the database answers.
+/// `/metrics`: Prometheus text.
 pub(crate) fn router(probes: Probes) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .route(
+            "/metrics",
+            get(|State(probes): State<Arc<Probes>>| async move { probes.metrics.response() }),
+        )
         .with_state(Arc::new(probes))
 }
 

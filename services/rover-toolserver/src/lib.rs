@@ -18,6 +18,7 @@ use rover_messaging::{Broker, ConsumerOptions, Topology};
 use rover_settings::{
     AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings, VerifierSettings,
 };
+use rover_telemetry::metrics::{Metrics, ToolMetrics};
 use serde::{Deserialize, Serialize};
 
 pub use pipeline::Pipeline;
@@ -64,6 +65,7 @@ pub struct App {
     pool: sqlx::PgPool,
     topology: Topology,
     pipeline: Arc<Pipeline>,
+    metrics: Metrics,
     listener: tokio::net::TcpListener,
 }
 
@@ -81,13 +83,25 @@ impl App {
         let listener = tokio::net::TcpListener::bind(settings.http.listen)
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
-        let pipeline = Arc::new(Pipeline::new(verifier, pool.clone()));
+        let mut registry = rover_telemetry::metrics::Registry::default();
+        let tools = ToolMetrics::register(
+            &mut registry,
+            "rover_tool_execute_duration_seconds",
+            "The tool server's execute(): identity, schema, tenant, permission, posture, audit",
+        );
+        let metrics = Metrics::new(registry);
+        let pipeline = Arc::new(
+            Pipeline::new(verifier, pool.clone())
+                .with_metrics(tools)
+                .capture_content(settings.telemetry.capture_content),
+        );
         Ok(App {
             settings,
             broker,
             pool,
             topology,
             pipeline,
+            metrics,
             listener,
         })
     }
@@ -108,8 +122,13 @@ impl App {
             pool,
             topology,
             pipeline,
+            metrics,
             listener,
         } = self;
+        let http_addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let options = ConsumerOptions {
             prefetch: settings.amqp.prefetch,
             consumer_tag: String::new(),
@@ -125,6 +144,7 @@ impl App {
         let router = health::router(health::Probes {
             broker: broker.clone(),
             pool: pool.clone(),
+            metrics,
         });
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -133,7 +153,7 @@ impl App {
                 })
                 .await
         });
-        tracing::info!(queue = %topology.tools_queue(), "tool server ready; waiting for shutdown");
+        tracing::info!(queue = %topology.tools_queue(), http = %http_addr, "tool server ready; waiting for shutdown");
         shutdown.await;
         tracing::info!("draining: no new tool calls; finishing the calls in flight");
         consumer.shutdown().await;

@@ -22,6 +22,7 @@ use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::{AuditEntry, record};
 use rover_domain::{Actor, DomainError, TenantTx};
 use rover_messaging::{Delivery, Outcome};
+use rover_telemetry::metrics::ToolMetrics;
 use serde_json::Value;
 use tracing::Instrument as _;
 
@@ -82,6 +83,8 @@ pub struct Pipeline {
     verifier: TurnVerifier,
     pool: sqlx::PgPool,
     tools: HashMap<&'static str, RpcTool>,
+    metrics: Option<ToolMetrics>,
+    capture_content: bool,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -119,6 +122,8 @@ impl Pipeline {
             verifier,
             pool,
             tools,
+            metrics: None,
+            capture_content: false,
         }
     }
 
@@ -154,16 +159,36 @@ impl Pipeline {
         Ok(wire::encode(&reply))
     }
 
+    /// Counts every call in `metrics` (by event and outcome, with `execute()`'s latency).
+    pub fn with_metrics(mut self, metrics: ToolMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Puts argument values into the `execute` span (`telemetry.capture_content`).
+    pub fn capture_content(mut self, capture: bool) -> Self {
+        self.capture_content = capture;
+        self
+    }
+
     /// Runs one tool call through the pipeline and returns the reply; never panics on input.
     pub async fn execute(&self, call: ToolCall, trace_id: Option<&str>) -> ToolReply {
+        let started = std::time::Instant::now();
         let span = tracing::info_span!(
             "rover.toolserver.execute",
             otel.kind = "server",
             gen_ai.tool.name = tracing::field::Empty,
             gen_ai.tool.call.id = %call.call_id,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
             rover.tool.event = %truncate(&call.event),
             rover.tool.outcome = tracing::field::Empty,
         );
+        if self.capture_content {
+            span.record(
+                "gen_ai.tool.call.arguments",
+                tracing::field::display(&call.args),
+            );
+        }
         let reply = async {
             match self.try_execute(&call, trace_id).await {
                 Ok(reply) => reply,
@@ -176,8 +201,16 @@ impl Pipeline {
         }
         .instrument(span.clone())
         .await;
-        span.record("rover.tool.outcome", tracing::field::debug(reply.outcome));
-        tracing::info!(parent: &span, outcome = ?reply.outcome, "tool call done");
+        span.record("rover.tool.outcome", reply.outcome.as_str());
+        tracing::info!(parent: &span, outcome = reply.outcome.as_str(), "tool call done");
+        if let Some(metrics) = &self.metrics {
+            // Only registered events become label values: a caller cannot mint new series.
+            let event = self
+                .tools
+                .get(call.event.as_str())
+                .map_or("unknown", |tool| tool.event);
+            metrics.observe(event, reply.outcome.as_str(), started.elapsed());
+        }
         reply
     }
 

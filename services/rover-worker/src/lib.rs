@@ -10,14 +10,16 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::FutureExt as _;
 use rover_agent::model::{ModelClient, ModelOptions};
 use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
-use rover_agent::{Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, run_turn};
+use rover_agent::{
+    AgentMetrics, Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, run_turn,
+};
 use rover_contracts::ErrorCode;
 use rover_contracts::identity::TurnVerifier;
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
@@ -28,6 +30,7 @@ use rover_settings::{
     AmqpSettings, DatabaseSettings, HttpSettings, ModelSettings, TelemetrySettings,
     VerifierSettings,
 };
+use rover_telemetry::metrics::{Metrics, TurnMetrics};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument as _;
 
@@ -110,6 +113,9 @@ struct Shared {
     publisher: Publisher,
     topology: Topology,
     verifier: TurnVerifier,
+    turns: TurnMetrics,
+    agent_metrics: AgentMetrics,
+    metrics: Metrics,
 }
 
 /// A built worker: connected, skills loaded, not yet consuming.
@@ -154,7 +160,13 @@ impl App {
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
+        let mut registry = rover_telemetry::metrics::Registry::default();
+        let turns = TurnMetrics::register(&mut registry);
+        let agent_metrics = AgentMetrics::register(&mut registry);
         let shared = Arc::new(Shared {
+            turns,
+            agent_metrics,
+            metrics: Metrics::new(registry),
             verifier,
             settings,
             pool,
@@ -190,6 +202,10 @@ impl App {
             prefetch: shared.settings.amqp.prefetch,
             consumer_tag: String::new(),
         };
+        let http_addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let queue = shared.topology.turns_queue();
         let handler_shared = shared.clone();
         let consumer = broker
@@ -205,8 +221,16 @@ impl App {
             .await
             .context("Failed to start consuming turns")?;
         let ready = broker.clone();
+        let metrics = shared.metrics.clone();
         let router = axum::Router::new()
             .route("/healthz", axum::routing::get(|| async { "ok" }))
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let metrics = metrics.clone();
+                    async move { metrics.response() }
+                }),
+            )
             .route(
                 "/readyz",
                 axum::routing::get(move || {
@@ -231,7 +255,7 @@ impl App {
                 })
                 .await
         });
-        tracing::info!(%queue, model = shared.model.model(), "worker ready; waiting for shutdown");
+        tracing::info!(%queue, model = shared.model.model(), http = %http_addr, "worker ready; waiting for shutdown");
         shutdown.await;
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;
@@ -256,6 +280,8 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         turn_id = %request.turn_id,
         thread_id = %request.thread_id,
         redelivered = delivery.redelivered,
+        rover.input.text = tracing::field::Empty,
+        rover.turn.finish_reason = tracing::field::Empty,
     );
     let turn = request.turn_id;
     // The runtime context travels unsigned beside the signed identity; it must say the same, or
@@ -264,6 +290,13 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         tracing::warn!(turn_id = %turn, reason, "refusing a turn whose identity does not verify");
         return Outcome::Reject;
     }
+    if shared.settings.telemetry.capture_content
+        && let TurnInput::Message { text } = &request.input
+    {
+        span.record("rover.input.text", text.as_str());
+    }
+    let started = Instant::now();
+    shared.turns.started.inc();
     // The thread must exist (and be the caller's) before any event is recorded against it.
     let owned = ensure_thread(shared, &request).await;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
@@ -272,45 +305,61 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         let exchange = shared.topology.turn_events_exchange();
         let pool = shared.pool.clone();
         let (school, thread) = (request.context.user_details.school.id, request.thread_id);
-        tokio::spawn(async move {
-            // Each batch of events is recorded (for replay and resume) before it is published, so
-            // a client that reconnects never misses an event it could not have seen live.
-            let mut seq = 0u64;
-            let mut batch = Vec::new();
-            while receiver.recv_many(&mut batch, 256).await > 0 {
-                let events: Vec<TurnEvent> = batch
-                    .drain(..)
-                    .map(|emitted| {
-                        let event = TurnEvent {
-                            turn_id: turn,
-                            seq,
-                            subagent: emitted.subagent,
-                            event: emitted.event,
-                        };
-                        seq += 1;
-                        event
-                    })
-                    .collect();
-                if let Err(error) = record_events(&pool, school, thread, turn, &events).await {
-                    tracing::warn!(turn_id = %turn, %error, "could not record turn events");
-                }
-                for event in &events {
-                    publish_event(&publisher, &exchange, event).await;
+        let first_token = shared.turns.time_to_first_token.clone();
+        tokio::spawn(
+            async move {
+                // Each batch of events is recorded (for replay and resume) before it is published, so
+                // a client that reconnects never misses an event it could not have seen live.
+                let mut seq = 0u64;
+                let mut first_text = true;
+                let mut batch = Vec::new();
+                while receiver.recv_many(&mut batch, 256).await > 0 {
+                    let events: Vec<TurnEvent> = batch
+                        .drain(..)
+                        .map(|emitted| {
+                            let event = TurnEvent {
+                                turn_id: turn,
+                                seq,
+                                subagent: emitted.subagent,
+                                event: emitted.event,
+                            };
+                            seq += 1;
+                            event
+                        })
+                        .collect();
+                    if first_text
+                        && events.iter().any(|e| {
+                            e.subagent.is_none()
+                                && matches!(e.event, TurnEventKind::TextDelta { .. })
+                        })
+                    {
+                        first_text = false;
+                        first_token.observe(started.elapsed().as_secs_f64());
+                    }
+                    if let Err(error) = record_events(&pool, school, thread, turn, &events).await {
+                        tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+                    }
+                    for event in &events {
+                        publish_event(&publisher, &exchange, event).await;
+                    }
                 }
             }
-        })
+            // Events are published in the turn's span, so each carries the turn's trace context.
+            .instrument(span.clone()),
+        )
     };
     let _ = sender.send(Emitted {
         subagent: None,
         event: TurnEventKind::Start {
             message_id: request.message_id.clone(),
+            trace_id: rover_telemetry::trace_id(&span),
         },
     });
     let finish = match async {
         owned?;
         run_request(shared, &request, &sender).await
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await
     {
         Ok(finish) => finish,
@@ -326,6 +375,17 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
             FinishReason::Error
         }
     };
+    // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
+    span.record("rover.turn.finish_reason", tracing::field::debug(finish));
+    shared
+        .turns
+        .duration
+        .observe(started.elapsed().as_secs_f64());
+    if finish == FinishReason::Error {
+        shared.turns.failed.inc();
+    } else {
+        shared.turns.completed.inc();
+    }
     let _ = sender.send(Emitted {
         subagent: None,
         event: TurnEventKind::Finish { reason: finish },
@@ -470,6 +530,8 @@ async fn run_request(
         step_limit: shared.settings.agent.step_limit,
         events,
         artifacts: Some(&artifacts),
+        metrics: Some(&shared.agent_metrics),
+        capture_content: shared.settings.telemetry.capture_content,
     };
     let result = run_turn(&agent, history, &request.input, deps)
         .await

@@ -76,6 +76,7 @@ async fn spawn_rest() -> Rest {
     .expect("the broker is reachable");
     let publisher = broker.publisher();
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
+    let (metrics, registry) = rover_gateway::observe::metrics();
     let state = AppState(Arc::new(Shared {
         settings,
         pool: db.pool.clone(),
@@ -84,6 +85,8 @@ async fn spawn_rest() -> Rest {
         topology: Topology::default(),
         auth,
         signer: keys.signer(),
+        metrics,
+        registry,
     }));
     let owner = PgPool::connect(db.owner_url())
         .await

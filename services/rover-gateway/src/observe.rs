@@ -1,0 +1,90 @@
+//! The root of every trace: one server span per HTTP request, parented by the caller's W3C
+//! `traceparent` when it sends one, and the trace id handed back in `x-rover-trace-id` so a
+//! support ticket can quote it.
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use opentelemetry::propagation::Extractor;
+use rover_telemetry::metrics::{GatewayMetrics, Metrics};
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// The gateway's metric families, and the registry `/metrics` renders them from.
+pub fn metrics() -> (GatewayMetrics, Metrics) {
+    let mut registry = rover_telemetry::metrics::Registry::default();
+    let gateway = GatewayMetrics::register(&mut registry);
+    (gateway, Metrics::new(registry))
+}
+
+/// The response header carrying the request's trace id.
+pub const TRACE_HEADER: &str = "x-rover-trace-id";
+
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Middleware: runs the request inside `rover.gateway.http` (OpenTelemetry HTTP server
+/// conventions; the path template, never the query) and adds the trace id header.
+pub async fn http_span(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_owned();
+    let span = tracing::info_span!(
+        "rover.gateway.http",
+        otel.name = %format!("{} {route}", request.method()),
+        otel.kind = "server",
+        http.request.method = %request.method(),
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        request_id = request
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+    );
+    // Fails only when traces are off, and then there is nothing to link.
+    let _ = span.set_parent(rover_messaging::extract(&HeaderExtractor(
+        request.headers(),
+    )));
+    let trace = rover_telemetry::trace_id(&span);
+    let mut response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    if let Some(trace) = trace
+        && !response.headers().contains_key(TRACE_HEADER)
+        && let Ok(value) = HeaderValue::from_str(&trace)
+    {
+        response.headers_mut().insert(TRACE_HEADER, value);
+    }
+    response
+}
+
+/// The trace id to give the client for work done in the current span: the recorded trace's when
+/// traces are on, else the caller's `traceparent` trace id, else a fresh one (still worth quoting:
+/// it is in the gateway's logs).
+pub fn current_trace_id(headers: &HeaderMap) -> String {
+    if let Some(trace) = rover_telemetry::trace_id(&tracing::Span::current()) {
+        return trace;
+    }
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|tp| tp.split('-').nth(1))
+        .filter(|id| {
+            id.len() == 32
+                && id.chars().all(|c| c.is_ascii_hexdigit())
+                && *id != "00000000000000000000000000000000"
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
+}
