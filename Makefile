@@ -4,10 +4,10 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test lint fmt services build
+.PHONY: help run test lint fmt services build deploy-check
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 services: ## Start the local RabbitMQ and Postgres if they are installed but stopped.
 	@deploy/local/ensure-services.sh
@@ -32,3 +32,6 @@ lint: ## Formatting and clippy, warnings as errors.
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all
+
+deploy-check: ## Render every Kubernetes overlay and validate it offline against schemas.
+	@deploy/check.sh

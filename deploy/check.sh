@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `make deploy-check`: renders every kustomize overlay under DEPLOY_DIR/k8s/overlays/ and validates
+# each object offline (deploy/check/validate.py): built-in kinds against the Kubernetes JSON
+# schemas bundled in the pinned `kubernetes-validate` package, custom kinds against
+# DEPLOY_DIR/schemas/, strictly; a kind with no schema fails. Exits non-zero on any problem.
+#
+#   deploy/check.sh [DEPLOY_DIR]      (default: the deploy/ folder this script is in)
+#
+# The validator's virtualenv lives in target/deploy-check/venv and is made on first use from
+# deploy/check/requirements.txt (PyPI); a lock makes concurrent first runs safe.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+deploy_dir="$(cd "${1:-$here}" && pwd)"
+k8s_version="${ROVER_DEPLOY_K8S_VERSION:-1.32}"
+state="${ROVER_DEPLOY_CHECK_DIR:-$repo/target/deploy-check}"
+venv="$state/venv"
+requirements="$here/check/requirements.txt"
+
+die() { echo "deploy-check: $*" >&2; exit 2; }
+
+command -v kubectl >/dev/null 2>&1 \
+  || die "kubectl (with its built-in kustomize, v1.27 or later) is required to render the overlays; install the kubectl package"
+command -v python3 >/dev/null 2>&1 || die "python3 (3.9 or later, with venv) is required for the validator"
+command -v flock >/dev/null 2>&1 || die "flock (util-linux) is required"
+
+# The virtualenv, made once per requirements file; its stamp names the file's hash.
+mkdir -p "$state"
+stamp="$venv/.rover-requirements-$(sha256sum "$requirements" | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  exec 9>"$state/venv.lock"
+  flock 9
+  if [ ! -f "$stamp" ]; then
+    echo "deploy-check: installing the validator into $venv (once)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" \
+      || { rm -rf "$venv"; die "failed to install $requirements from the package registry"; }
+    touch "$stamp"
+  fi
+  flock -u 9
+  exec 9>&-
+fi
+
+render="$(mktemp -d)"
+trap 'rm -rf "$render"' EXIT
+shopt -s nullglob
+overlays=("$deploy_dir"/k8s/overlays/*/)
+[ "${#overlays[@]}" -gt 0 ] || die "no overlays in $deploy_dir/k8s/overlays/"
+
+rendered=()
+status=0
+for overlay in "${overlays[@]}"; do
+  name="$(basename "$overlay")"
+  if kubectl kustomize "$overlay" >"$render/$name.yaml" 2>"$render/$name.err"; then
+    rendered+=("$name=$render/$name.yaml")
+  else
+    echo "FAIL $name: kubectl kustomize ${overlay%/} failed:"
+    sed 's/^/  /' "$render/$name.err"
+    status=1
+  fi
+done
+
+if [ "${#rendered[@]}" -gt 0 ]; then
+  "$venv/bin/python" "$here/check/validate.py" \
+    --k8s-version "$k8s_version" --schemas "$deploy_dir/schemas" "${rendered[@]}" || status=1
+fi
+if [ "$status" -ne 0 ]; then
+  echo "deploy-check: FAILED"
+else
+  echo "deploy-check: every overlay renders and validates"
+fi
+exit "$status"

@@ -1,0 +1,155 @@
+//! `make deploy-check` (deploy/check.sh) passes on the real manifests and fails, naming the object,
+//! on a deliberately broken copy: a built-in kind with a wrong type, a KEDA object with an unknown
+//! field, and a kind no schema describes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root (this crate lives in `tests/`).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Runs the real check script against `deploy_dir` (or the real deploy/ when `None`).
+fn deploy_check(deploy_dir: Option<&Path>) -> Output {
+    let mut command = Command::new(repo().join("deploy/check.sh"));
+    if let Some(dir) = deploy_dir {
+        command.arg(dir);
+    }
+    command
+        .current_dir(repo())
+        .output()
+        .expect("deploy/check.sh runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A copy of deploy/ in a fresh temporary folder, removed when dropped.
+struct DeployCopy(PathBuf);
+
+impl DeployCopy {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "rover-deploy-{name}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        copy_dir(&repo().join("deploy"), &dir);
+        DeployCopy(dir)
+    }
+
+    /// Replaces `from` with `to` in one file; the file must contain `from`, so a break that
+    /// silently stopped applying cannot make the test pass.
+    fn edit(&self, file: &str, from: &str, to: &str) {
+        let path = self.0.join(file);
+        let before = std::fs::read_to_string(&path).unwrap();
+        assert!(before.contains(from), "{file} no longer contains {from:?}");
+        std::fs::write(&path, before.replacen(from, to, 1)).unwrap();
+    }
+}
+
+impl Drop for DeployCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_real_manifests_render_and_validate() {
+    let output = deploy_check(None);
+    let text = text(&output);
+    assert!(output.status.success(), "deploy-check failed:\n{text}");
+    for needle in [
+        "deploy-check: dev:",
+        "deploy-check: prod:",
+        "every overlay renders and validates",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_deployment_with_a_wrong_type_fails_naming_it() {
+    let copy = DeployCopy::new("replicas");
+    copy.edit(
+        "k8s/base/worker.yaml",
+        "  revisionHistoryLimit: 5\n",
+        "  replicas: \"two\"\n  revisionHistoryLimit: 5\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "a broken Deployment passed:\n{text}"
+    );
+    assert!(
+        text.contains("FAIL dev: Deployment/rover-worker: spec.replicas:")
+            && text.contains("FAIL prod: Deployment/rover-worker: spec.replicas:"),
+        "the failure does not name the object and field:\n{text}"
+    );
+}
+
+#[test]
+fn a_scaled_object_with_an_unknown_field_fails_naming_it() {
+    let copy = DeployCopy::new("keda");
+    copy.edit(
+        "k8s/base/keda.yaml",
+        "        queueName: rover.tools\n",
+        "        queueName: rover.tools\n        queueLenght: \"5\"\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "a broken ScaledObject passed:\n{text}"
+    );
+    assert!(
+        text.contains("ScaledObject/rover-toolserver") && text.contains("queueLenght"),
+        "the failure does not name the object and field:\n{text}"
+    );
+}
+
+#[test]
+fn a_kind_without_a_schema_fails_rather_than_being_skipped() {
+    let copy = DeployCopy::new("unknown-kind");
+    std::fs::write(
+        copy.0.join("k8s/overlays/prod/monitor.yaml"),
+        "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: rover\n\
+         spec:\n  selector: {}\n  endpoints: []\n",
+    )
+    .unwrap();
+    copy.edit(
+        "k8s/overlays/prod/kustomization.yaml",
+        "  - ../../base\n",
+        "  - ../../base\n  - monitor.yaml\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(!output.status.success(), "an unknown kind passed:\n{text}");
+    assert!(
+        text.contains("FAIL prod: ServiceMonitor/rover: no schema"),
+        "the failure does not name the object:\n{text}"
+    );
+}
