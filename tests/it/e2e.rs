@@ -576,7 +576,7 @@ async fn rest_and_the_tool_write_the_same_rows_and_audit_entries() {
 #[tokio::test]
 async fn a_gateway_shutting_down_lets_its_open_stream_finish() {
     // Slow chunks keep the stream open while the gateway is told to stop.
-    let mut stack = Stack::start_with_model(&["--chunk-delay-ms", "60"]).await;
+    let stack = Stack::start_with_model(&["--chunk-delay-ms", "60"]).await;
     let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Rename the Languages department to Modern Languages" }] }]);
     let response = stack
         .post(stack.gateway, &stack.token(ADMIN), "chat-drain", messages)
@@ -595,7 +595,7 @@ async fn a_gateway_shutting_down_lets_its_open_stream_finish() {
     assert!(turn.done, "the open stream ran to its end");
     assert_eq!(turn.finish_reason(), Some("stop"));
     assert!(
-        stack.gateway_exit().success(),
+        stack.gateway_exit().await.success(),
         "the gateway exits cleanly once its streams are done"
     );
 }

@@ -3,6 +3,7 @@
 mod cli;
 mod deploy;
 mod e2e;
+mod faults;
 mod node;
 mod observability;
 mod stack;

@@ -26,10 +26,29 @@ pub(crate) struct Stack {
     pub(crate) toolserver_http: SocketAddr,
     pub(crate) http: reqwest::Client,
     env: HashMap<String, String>,
-    processes: Vec<ChildGuard>,
+    /// By [`Service`] index, then extra gateways; `None` once taken by [`Stack::exited`].
+    processes: std::sync::Mutex<Vec<Option<ChildGuard>>>,
     sandboxes: std::path::PathBuf,
     _keys: TurnKeys,
-    _vhost: TestVhost,
+    pub(crate) vhost: TestVhost,
+}
+
+/// The stack's processes, by their index in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Service {
+    Toolserver = 1,
+    Worker = 2,
+    Gateway = 3,
+}
+
+impl Service {
+    fn binary(self) -> &'static str {
+        match self {
+            Service::Toolserver => "rover-toolserver",
+            Service::Worker => "rover-worker",
+            Service::Gateway => "rover-gateway",
+        }
+    }
 }
 
 /// Starts `name` with `env`, waits for the log line containing `ready`, and returns the parsed
@@ -155,6 +174,7 @@ impl Stack {
             .expect("the gateway's address")
             .parse()
             .unwrap();
+        let processes = std::sync::Mutex::new(processes.into_iter().map(Some).collect());
         let owner = PgPool::connect(db.owner_url()).await.unwrap();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -171,7 +191,7 @@ impl Stack {
             processes,
             sandboxes,
             _keys: keys,
-            _vhost: vhost,
+            vhost,
         }
     }
 
@@ -183,7 +203,7 @@ impl Stack {
             &self.env,
             "ready; waiting for shutdown",
         );
-        self.processes.push(gateway);
+        self.processes.lock().unwrap().push(Some(gateway));
         line["listen"]
             .as_str()
             .expect("the gateway's address")
@@ -191,20 +211,75 @@ impl Stack {
             .unwrap()
     }
 
-    /// Sends SIGTERM to the first gateway (how Kubernetes stops a pod).
-    pub(crate) fn terminate_gateway(&self) {
-        let pid = self.processes[3].0.id().to_string();
+    fn signal(&self, service: Service, signal: &str) {
+        let pid = self.processes.lock().unwrap()[service as usize]
+            .as_ref()
+            .expect("the process is running")
+            .0
+            .id()
+            .to_string();
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([signal, &pid])
             .status()
             .unwrap();
         assert!(status.success());
     }
 
-    /// Waits for the first gateway to exit; its exit status. Blocking is fine here: nothing else
-    /// in the test needs the runtime by then, and nextest bounds a test that hangs.
-    pub(crate) fn gateway_exit(&mut self) -> std::process::ExitStatus {
-        self.processes[3].0.wait().unwrap()
+    /// Sends SIGTERM to the first gateway (how Kubernetes stops a pod).
+    pub(crate) fn terminate_gateway(&self) {
+        self.signal(Service::Gateway, "-TERM");
+    }
+
+    /// `kill -9` on a service.
+    pub(crate) fn kill(&self, service: Service) {
+        self.signal(service, "-KILL");
+    }
+
+    /// Resolves with the service's exit status when it exits (it is no longer the stack's).
+    pub(crate) fn exited(
+        &self,
+        service: Service,
+    ) -> impl std::future::Future<Output = std::process::ExitStatus> + use<> {
+        let mut guard = self.processes.lock().unwrap()[service as usize]
+            .take()
+            .expect("the process is running");
+        let waiting = tokio::task::spawn_blocking(move || guard.0.wait().unwrap());
+        async move { waiting.await.unwrap() }
+    }
+
+    /// Waits for the first gateway to exit; its exit status.
+    pub(crate) async fn gateway_exit(&self) -> std::process::ExitStatus {
+        self.exited(Service::Gateway).await
+    }
+
+    /// Starts `service` again (after it exited or was killed) with the stack's environment, minus
+    /// `without` and plus `with`; returns once it is ready. Blocks the caller for that long.
+    pub(crate) fn restart(&self, service: Service, without: &[&str], with: &[(&str, &str)]) {
+        let mut env = self.env.clone();
+        for key in without {
+            env.remove(*key);
+        }
+        for (key, value) in with {
+            env.insert((*key).to_owned(), (*value).to_owned());
+        }
+        let (process, _) = start(service.binary(), &[], &env, "ready; waiting for shutdown");
+        // The old process, if still held, is killed and reaped as its guard drops.
+        let old = self.processes.lock().unwrap()[service as usize].replace(process);
+        drop(old);
+    }
+
+    /// Messages in the stack's queues (ready and unacknowledged), by queue name.
+    pub(crate) fn queue_depths(&self) -> HashMap<String, u64> {
+        self.vhost
+            .list("list_queues", &["name", "messages"])
+            .into_iter()
+            .map(|q| {
+                (
+                    q["name"].as_str().unwrap_or_default().to_owned(),
+                    q["messages"].as_u64().unwrap_or_default(),
+                )
+            })
+            .collect()
     }
 
     /// A development bearer token for a demo user.
@@ -256,7 +331,7 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        self.processes.clear();
+        self.processes.lock().unwrap().clear();
         let _ = std::fs::remove_dir_all(&self.sandboxes);
     }
 }

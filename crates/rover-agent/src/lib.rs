@@ -12,6 +12,6 @@ pub mod skills;
 
 pub use agent::{Agent, Mounts, build_agent};
 pub use run::{
-    AgentMetrics, ArtifactStore, Emitted, Events, NewArtifact, ToolRpc, TurnDeps, TurnResult,
-    pending_question, run_turn,
+    AgentMetrics, ArtifactStore, Emitted, Events, Journal, NewArtifact, StepPart, StepRecorder,
+    ToolRpc, TurnDeps, TurnResult, pending_question, run_turn,
 };

@@ -38,6 +38,9 @@ pub enum ModelError {
     /// The stream ended early or carried something that is not a chat completion chunk.
     #[error("the model's output was malformed: {0}")]
     Malformed(String),
+    /// The turn's progress could not be recorded, so it stopped rather than run unrecorded.
+    #[error("the turn's progress could not be recorded: {0}")]
+    Journal(String),
 }
 
 /// The stream of chunks of one model call.

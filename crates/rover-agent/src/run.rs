@@ -98,6 +98,64 @@ pub struct TurnDeps<'a> {
     pub metrics: Option<&'a AgentMetrics>,
     /// Put model output and tool arguments into spans (`telemetry.capture_content`).
     pub capture_content: bool,
+    /// What this turn already did, when it is resumed after a worker died: replayed instead of
+    /// calling the model or a tool again.
+    pub journal: &'a Journal,
+    /// Records each completed part before the loop moves on; `None` records nothing.
+    pub record: Option<&'a StepRecorder>,
+}
+
+/// A completed part of a turn's agent loop: the model's answer in a step (`part` = `"model"`), or
+/// one tool call's result (`part` = the call id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPart {
+    /// `""` for Rover, the `task` call id for a subagent's run.
+    pub agent: String,
+    /// The agent's model step.
+    pub step: u32,
+    /// `"model"`, or the tool call id.
+    pub part: String,
+    /// The assistant message (OpenAI format), or the tool's envelope.
+    pub record: Value,
+}
+
+/// The part name of a step's model answer.
+const MODEL_PART: &str = "model";
+
+/// Stores a [`StepPart`] durably (the worker's: a row in Postgres, in the caller's tenant).
+pub type StepRecorder =
+    dyn Fn(StepPart) -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync;
+
+/// The parts a turn recorded before it was interrupted.
+#[derive(Debug, Default, Clone)]
+pub struct Journal {
+    parts: std::collections::HashMap<(String, u32, String), Value>,
+}
+
+impl Journal {
+    /// A journal of `parts`.
+    pub fn new(parts: impl IntoIterator<Item = StepPart>) -> Self {
+        Self {
+            parts: parts
+                .into_iter()
+                .map(|p| ((p.agent, p.step, p.part), p.record))
+                .collect(),
+        }
+    }
+
+    /// How many parts it holds.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether it holds nothing (a fresh turn).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn get(&self, agent: &str, step: u32, part: &str) -> Option<&Value> {
+        self.parts.get(&(agent.to_owned(), step, part.to_owned()))
+    }
 }
 
 impl std::fmt::Debug for TurnDeps<'_> {
@@ -167,7 +225,7 @@ pub async fn run_turn(
         }
     };
     conversation.push(first.clone());
-    let outcome = run_loop(agent, conversation, deps).await?;
+    let outcome = run_loop(agent, "", conversation, deps).await?;
     let mut messages = vec![first];
     messages.extend(outcome.messages);
     Ok(TurnResult {
@@ -184,8 +242,75 @@ struct Call {
     arguments: String,
 }
 
+/// Stores `part` before the loop moves on; a turn whose progress cannot be recorded stops.
+async fn record(
+    deps: TurnDeps<'_>,
+    agent: &str,
+    step: u32,
+    part: &str,
+    record: Value,
+) -> Result<(), ModelError> {
+    let Some(recorder) = deps.record else {
+        return Ok(());
+    };
+    recorder(StepPart {
+        agent: agent.to_owned(),
+        step,
+        part: part.to_owned(),
+        record,
+    })
+    .await
+    .map_err(ModelError::Journal)
+}
+
+/// Emits a recorded model answer as it was streamed and returns its text and calls.
+fn replay_model(
+    assistant: &Value,
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+) -> (String, Vec<Call>) {
+    let text = assistant["content"].as_str().unwrap_or_default().to_owned();
+    if !text.is_empty() {
+        let id = format!("{step}-text");
+        emit(TurnEventKind::TextStart { id: id.clone() });
+        emit(TurnEventKind::TextDelta {
+            id: id.clone(),
+            delta: text.clone(),
+        });
+        emit(TurnEventKind::TextEnd { id });
+    }
+    let calls: Vec<Call> = assistant["tool_calls"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|call| Call {
+            id: call["id"].as_str().unwrap_or_default().to_owned(),
+            name: call["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            arguments: call["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .collect();
+    for call in &calls {
+        emit(TurnEventKind::ToolInputStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            label: local::label(&call.name),
+        });
+    }
+    (text, calls)
+}
+
+/// The agent loop of `agent`, journalled under `key` (`""` for Rover, the `task` call id for a
+/// subagent).
 async fn run_loop(
     agent: &Agent,
+    key: &str,
     mut conversation: Vec<Value>,
     deps: TurnDeps<'_>,
 ) -> Result<Outcome, ModelError> {
@@ -196,9 +321,10 @@ async fn run_loop(
         });
     };
     let tools = agent.tool_definitions();
+    // Call ids are unique in the turn: a subagent's carry the `task` call that started it.
     let prefix = agent
         .subagent
-        .map_or(String::new(), |s| format!("{}-", s.name()));
+        .map_or(String::new(), |s| format!("{key}/{}-", s.name()));
     let mut added = Vec::new();
     for step in 0..deps.step_limit {
         emit(TurnEventKind::StartStep);
@@ -213,17 +339,26 @@ async fn run_loop(
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.output.text = tracing::field::Empty,
         );
-        let (step_text, calls) = stream_step(
-            deps,
-            &conversation,
-            &tools,
-            &format!("{prefix}{step}"),
-            &emit,
-        )
-        .instrument(span)
-        .await?;
-        let text = step_text;
-        let mut assistant = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text.clone()) } });
+        let step_name = format!("{prefix}{step}");
+        let recorded = deps.journal.get(key, step, MODEL_PART);
+        let (text, calls) = match recorded {
+            Some(assistant) => replay_model(assistant, &step_name, &emit),
+            None => {
+                let (text, calls) = stream_step(deps, &conversation, &tools, &step_name, &emit)
+                    .instrument(span)
+                    .await?;
+                record(
+                    deps,
+                    key,
+                    step,
+                    MODEL_PART,
+                    assistant_message(&text, &calls),
+                )
+                .await?;
+                (text, calls)
+            }
+        };
+        let assistant = assistant_message(&text, &calls);
         if calls.is_empty() {
             conversation.push(assistant.clone());
             added.push(assistant);
@@ -234,10 +369,6 @@ async fn run_loop(
                 finish: FinishReason::Stop,
             });
         }
-        assistant["tool_calls"] = calls
-            .iter()
-            .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
-            .collect();
         conversation.push(assistant.clone());
         added.push(assistant);
         let inputs: Vec<Result<Value, String>> = calls
@@ -263,13 +394,25 @@ async fn run_loop(
                 finish: FinishReason::ToolCalls,
             });
         }
-        let results = futures::future::join_all(
-            calls
-                .iter()
-                .zip(inputs)
-                .map(|(call, input)| execute(agent, call, input, deps)),
-        )
-        .await;
+        // Each result is recorded as it arrives; a resumed step runs only the calls it lacks.
+        let results = futures::future::join_all(calls.iter().zip(inputs).map(|(call, input)| {
+            let recorded = deps
+                .journal
+                .get(key, step, &call.id)
+                .and_then(|v| serde_json::from_value::<AgentToolResult<Value>>(v.clone()).ok());
+            async move {
+                if let Some(envelope) = recorded {
+                    return Ok(envelope);
+                }
+                let envelope = execute(agent, call, input, deps).await;
+                let stored = serde_json::to_value(&envelope).unwrap_or_default();
+                record(deps, key, step, &call.id, stored).await?;
+                Ok::<_, ModelError>(envelope)
+            }
+        }))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
         for (call, envelope) in calls.iter().zip(results) {
             let content = envelope.to_model_string();
             match &envelope {
@@ -418,6 +561,18 @@ async fn read_step(
     Ok((text, calls))
 }
 
+/// The assistant message of a step, as the conversation (and the journal) keep it.
+fn assistant_message(text: &str, calls: &[Call]) -> Value {
+    let mut assistant = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text.to_owned()) } });
+    if !calls.is_empty() {
+        assistant["tool_calls"] = calls
+            .iter()
+            .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+            .collect();
+    }
+    assistant
+}
+
 fn parse_arguments(arguments: &str) -> Result<Value, String> {
     if arguments.trim().is_empty() {
         return Ok(json!({}));
@@ -484,7 +639,7 @@ async fn run_tool<'c>(
         }
         ToolKind::Local { .. } => {
             let result = if call.name == "task" {
-                delegate(agent, args, deps).await
+                delegate(agent, &call.id, args, deps).await
             } else {
                 local::run(agent, &call.name, args, deps).await
             };
@@ -540,7 +695,12 @@ async fn call_rpc(
 }
 
 /// `task`: runs a role subagent on the description and returns its final answer.
-async fn delegate(agent: &Agent, args: Value, deps: TurnDeps<'_>) -> AgentToolResult<Value> {
+async fn delegate(
+    agent: &Agent,
+    call_id: &str,
+    args: Value,
+    deps: TurnDeps<'_>,
+) -> AgentToolResult<Value> {
     let args: rover_contracts::tools::TaskArgs = match serde_json::from_value(args) {
         Ok(args) => args,
         Err(error) => {
@@ -562,7 +722,7 @@ async fn delegate(agent: &Agent, args: Value, deps: TurnDeps<'_>) -> AgentToolRe
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = subagent.name()
     );
-    match Box::pin(run_loop(subagent, conversation, deps))
+    match Box::pin(run_loop(subagent, call_id, conversation, deps))
         .instrument(span)
         .await
     {

@@ -166,7 +166,10 @@ impl Broker {
                 let mut reply = OutgoingMessage::new(body).transient();
                 reply.correlation_id = correlation_id;
                 match publisher.publish_reply(&reply_to, reply).await {
-                    Ok(()) => Outcome::Ack,
+                    Ok(()) => {
+                        rover_settings::fault::point("toolserver.after-reply");
+                        Outcome::Ack
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "could not publish the reply; requeueing the request");
                         Outcome::Retry

@@ -82,6 +82,7 @@ where
     let shutdown = shutdown_signal();
     let _telemetry = rover_telemetry::init(settings.telemetry(), service)
         .context("Failed to start telemetry")?;
+    rover_settings::fault::init();
     let rendered = serde_json::to_string(&settings).context("Failed to render settings")?;
     tracing::info!(service, version = env!("CARGO_PKG_VERSION"), settings = %rendered, "starting");
     let result = app(settings, Box::pin(shutdown)).await;

@@ -7,6 +7,7 @@
 //!
 //! Every section is `#[serde(default)]`, so a layer only names what it changes.
 
+pub mod fault;
 mod secret;
 mod sections;
 

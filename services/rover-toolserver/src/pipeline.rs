@@ -274,7 +274,9 @@ impl Pipeline {
             })?;
             rover_domain::inbox::store(&mut tx, &call.call_id, event, &stored).await?;
         }
+        rover_settings::fault::point("toolserver.before-commit");
         tx.commit().await?;
+        rover_settings::fault::point("toolserver.after-commit");
         Ok(reply)
     }
 

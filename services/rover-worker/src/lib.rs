@@ -18,7 +18,8 @@ use rover_agent::model::{ModelClient, ModelOptions};
 use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{
-    AgentMetrics, Emitted, Mounts, NewArtifact, ToolRpc, TurnDeps, build_agent, run_turn,
+    AgentMetrics, Emitted, Journal, Mounts, NewArtifact, StepPart, ToolRpc, TurnDeps, build_agent,
+    run_turn,
 };
 use rover_contracts::ErrorCode;
 use rover_contracts::identity::TurnVerifier;
@@ -33,6 +34,10 @@ use rover_settings::{
 use rover_telemetry::metrics::{Metrics, TurnMetrics};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument as _;
+
+use crate::resume::Continuation;
+
+mod resume;
 
 /// The worker's settings (`rover-worker --print-config` shows the effective ones).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,6 +87,9 @@ pub struct AgentSettings {
     pub step_limit: u32,
     /// Attempts of a model request on transport errors.
     pub model_attempts: u32,
+    /// The longest a turn may run, in milliseconds; it then ends with an error. RabbitMQ's
+    /// `consumer_timeout` must be longer (see ARCHITECTURE.md, *Durable turns*).
+    pub turn_timeout_ms: u64,
 }
 
 impl Default for AgentSettings {
@@ -92,6 +100,7 @@ impl Default for AgentSettings {
             sandbox_limit_bytes: 10 * 1024 * 1024,
             step_limit: 8,
             model_attempts: 2,
+            turn_timeout_ms: 10 * 60 * 1000,
         }
     }
 }
@@ -280,6 +289,7 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         turn_id = %request.turn_id,
         thread_id = %request.thread_id,
         redelivered = delivery.redelivered,
+        delivery_count = delivery.delivery_count,
         rover.input.text = tracing::field::Empty,
         rover.turn.finish_reason = tracing::field::Empty,
     );
@@ -295,106 +305,209 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
     {
         span.record("rover.input.text", text.as_str());
     }
-    let started = Instant::now();
-    shared.turns.started.inc();
-    // The thread must exist (and be the caller's) before any event is recorded against it.
-    let owned = ensure_thread(shared, &request).await;
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
-    let forwarder = {
-        let publisher = shared.publisher.clone();
-        let exchange = shared.topology.turn_events_exchange();
-        let pool = shared.pool.clone();
-        let (school, thread) = (request.context.user_details.school.id, request.thread_id);
-        let first_token = shared.turns.time_to_first_token.clone();
-        tokio::spawn(
-            async move {
-                // Each batch of events is recorded (for replay and resume) before it is published, so
-                // a client that reconnects never misses an event it could not have seen live.
-                let mut seq = 0u64;
-                let mut first_text = true;
-                let mut batch = Vec::new();
-                while receiver.recv_many(&mut batch, 256).await > 0 {
-                    let events: Vec<TurnEvent> = batch
-                        .drain(..)
-                        .map(|emitted| {
-                            let event = TurnEvent {
-                                turn_id: turn,
-                                seq,
-                                subagent: emitted.subagent,
-                                event: emitted.event,
-                            };
-                            seq += 1;
-                            event
-                        })
-                        .collect();
-                    if first_text
-                        && events.iter().any(|e| {
-                            e.subagent.is_none()
-                                && matches!(e.event, TurnEventKind::TextDelta { .. })
-                        })
-                    {
-                        first_text = false;
-                        first_token.observe(started.elapsed().as_secs_f64());
-                    }
-                    if let Err(error) = record_events(&pool, school, thread, turn, &events).await {
-                        tracing::warn!(turn_id = %turn, %error, "could not record turn events");
-                    }
-                    for event in &events {
-                        publish_event(&publisher, &exchange, event).await;
-                    }
-                }
-            }
-            // Events are published in the turn's span, so each carries the turn's trace context.
-            .instrument(span.clone()),
-        )
-    };
-    let _ = sender.send(Emitted {
-        subagent: None,
-        event: TurnEventKind::Start {
-            message_id: request.message_id.clone(),
-            trace_id: rover_telemetry::trace_id(&span),
-        },
-    });
-    let finish = match async {
-        owned?;
-        run_request(shared, &request, &sender).await
-    }
-    .instrument(span.clone())
-    .await
-    {
-        Ok(finish) => finish,
-        Err(failure) => {
-            tracing::warn!(turn_id = %turn, error = %failure.message, "turn failed");
-            let _ = sender.send(Emitted {
-                subagent: None,
-                event: TurnEventKind::Error {
-                    code: failure.code,
-                    message: failure.message,
-                },
-            });
-            FinishReason::Error
+    // What an earlier delivery of this turn did, if a worker died running it.
+    let prior = match load_prior(shared, &request).instrument(span.clone()).await {
+        Ok(prior) => prior,
+        Err(error) => {
+            tracing::warn!(parent: &span, %error, "could not read the turn's journal; retrying the turn");
+            return Outcome::Retry;
         }
     };
-    // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
-    span.record("rover.turn.finish_reason", tracing::field::debug(finish));
-    shared
-        .turns
-        .duration
-        .observe(started.elapsed().as_secs_f64());
-    if finish == FinishReason::Error {
-        shared.turns.failed.inc();
+    if prior.completed || prior.continuation.finished() {
+        tracing::info!(parent: &span, "the turn had already finished; nothing to do");
+        return Outcome::Ack;
+    }
+    let fresh = prior.journal.is_empty() && prior.continuation.next_seq() == 0;
+    // A turn that keeps failing its workers is stopped while a worker can still tell the client:
+    // on its last delivery it answers with an error, unrun, and goes to the dead-letter queue.
+    let give_up =
+        delivery.delivery_count + 1 >= u64::from(shared.settings.amqp.delivery_limit.max(1));
+    if !fresh {
+        tracing::info!(
+            parent: &span,
+            parts = prior.journal.len(),
+            events = prior.continuation.next_seq(),
+            delivery_count = delivery.delivery_count,
+            give_up,
+            "resuming a turn from its journal"
+        );
     } else {
-        shared.turns.completed.inc();
+        shared.turns.started.inc();
     }
-    let _ = sender.send(Emitted {
-        subagent: None,
-        event: TurnEventKind::Finish { reason: finish },
-    });
-    drop(sender);
-    if let Err(error) = forwarder.await {
-        tracing::warn!(turn_id = %turn, %error, "the event forwarder failed");
+    let started = Instant::now();
+    // The thread must exist (and be the caller's) before any event is recorded against it.
+    let owned = ensure_thread(shared, &request).await;
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+    // Events are published in the turn's span, so each carries the turn's trace context.
+    let forwarder = forward_events(
+        shared,
+        &request,
+        prior.continuation,
+        receiver,
+        fresh.then_some(started),
+    )
+    .instrument(span.clone());
+    let producer = async {
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Start {
+                message_id: request.message_id.clone(),
+                trace_id: rover_telemetry::trace_id(&span),
+            },
+        });
+        let outcome = if give_up {
+            Err(Failure {
+                code: ErrorCode::Internal,
+                message: "This request failed repeatedly and was stopped. Please try again, or \
+                      rephrase it."
+                    .to_owned(),
+            })
+        } else {
+            rover_settings::fault::point("worker.turn");
+            let deadline = Duration::from_millis(shared.settings.agent.turn_timeout_ms);
+            async {
+                owned?;
+                tokio::time::timeout(
+                    deadline,
+                    run_request(shared, &request, &sender, &prior.journal),
+                )
+                .await
+                .map_err(|_| Failure {
+                    code: ErrorCode::DeadlineExceeded,
+                    message: "This took too long and was stopped. Please try again.".to_owned(),
+                })?
+            }
+            .instrument(span.clone())
+            .await
+        };
+        let finish = match outcome {
+            Ok(finish) => finish,
+            Err(failure) => {
+                tracing::warn!(parent: &span, error = %failure.message, give_up, "turn failed");
+                let _ = sender.send(Emitted {
+                    subagent: None,
+                    event: TurnEventKind::Error {
+                        code: failure.code,
+                        message: failure.message,
+                    },
+                });
+                FinishReason::Error
+            }
+        };
+        // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
+        span.record("rover.turn.finish_reason", tracing::field::debug(finish));
+        shared
+            .turns
+            .duration
+            .observe(started.elapsed().as_secs_f64());
+        if finish == FinishReason::Error {
+            shared.turns.failed.inc();
+        } else {
+            shared.turns.completed.inc();
+        }
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Finish { reason: finish },
+        });
+        drop(sender);
+    };
+    tokio::join!(producer, forwarder);
+    if give_up {
+        Outcome::Reject
+    } else {
+        Outcome::Ack
     }
-    Outcome::Ack
+}
+
+/// What earlier deliveries of a turn left behind.
+struct Prior {
+    /// The turn's messages are in the thread's history: it finished.
+    completed: bool,
+    /// The events already sent, to continue after.
+    continuation: Continuation,
+    /// The parts already done, to replay.
+    journal: Journal,
+}
+
+async fn load_prior(
+    shared: &Shared,
+    request: &TurnRequest,
+) -> Result<Prior, rover_domain::DomainError> {
+    let mut tx =
+        rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
+    let completed = rover_domain::conversation::turn_completed(&mut tx, request.turn_id).await?;
+    let events: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, request.turn_id)
+        .await?
+        .into_iter()
+        .filter_map(|payload| serde_json::from_value(payload).ok())
+        .collect();
+    let parts = rover_domain::conversation::steps(&mut tx, request.turn_id).await?;
+    tx.commit().await?;
+    Ok(Prior {
+        completed,
+        continuation: Continuation::after(events),
+        journal: Journal::new(parts.into_iter().map(|p| StepPart {
+            agent: p.agent,
+            step: p.step,
+            part: p.part,
+            record: p.record,
+        })),
+    })
+}
+
+/// Numbers, records and publishes a turn's events, in batches: each batch is recorded (for replay
+/// and resume) before it is published, so a client that reconnects never misses an event it could
+/// not have seen live. Events a client saw before a worker died are held back.
+async fn forward_events(
+    shared: &Shared,
+    request: &TurnRequest,
+    mut continuation: Continuation,
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<Emitted>,
+    first_token_from: Option<Instant>,
+) {
+    let turn = request.turn_id;
+    let (school, thread) = (request.context.user_details.school.id, request.thread_id);
+    let exchange = shared.topology.turn_events_exchange();
+    let mut first_token_from = first_token_from;
+    // A worker may have died between recording events and publishing them: publish what was
+    // recorded again (gateways drop the `seq`s they have), so no client waits for a lost one.
+    for event in continuation.recorded() {
+        publish_event(&shared.publisher, &exchange, event).await;
+    }
+    let mut batch = Vec::new();
+    while receiver.recv_many(&mut batch, 256).await > 0 {
+        let events: Vec<TurnEvent> = batch
+            .drain(..)
+            .filter_map(|emitted| {
+                continuation.admit(TurnEvent {
+                    turn_id: turn,
+                    seq: 0,
+                    subagent: emitted.subagent,
+                    event: emitted.event,
+                })
+            })
+            .collect();
+        if events.is_empty() {
+            continue;
+        }
+        if let Some(from) = first_token_from
+            && events
+                .iter()
+                .any(|e| e.subagent.is_none() && matches!(e.event, TurnEventKind::TextDelta { .. }))
+        {
+            first_token_from = None;
+            shared
+                .turns
+                .time_to_first_token
+                .observe(from.elapsed().as_secs_f64());
+        }
+        if let Err(error) = record_events(&shared.pool, school, thread, turn, &events).await {
+            tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+        }
+        for event in &events {
+            publish_event(&shared.publisher, &exchange, event).await;
+        }
+    }
 }
 
 /// Why a turn failed, for the client.
@@ -439,6 +552,7 @@ async fn run_request(
     shared: &Shared,
     request: &TurnRequest,
     events: &rover_agent::Events,
+    journal: &Journal,
 ) -> Result<FinishReason, Failure> {
     let context = &request.context;
     let school = context.user_details.school.id;
@@ -511,6 +625,28 @@ async fn run_request(
             .boxed()
         }
     };
+    let recorder = {
+        let (pool, thread, turn) = (shared.pool.clone(), request.thread_id, request.turn_id);
+        move |part: StepPart| {
+            let pool = pool.clone();
+            async move {
+                let mut tx = rover_domain::begin_tenant(&pool, school)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let part = rover_domain::conversation::StepPart {
+                    agent: part.agent,
+                    step: part.step,
+                    part: part.part,
+                    record: part.record,
+                };
+                rover_domain::conversation::record_step(&mut tx, thread, turn, &part)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())
+            }
+            .boxed()
+        }
+    };
     // Built fresh for every turn from this turn's context: a role change shows on the next turn.
     let agent = build_agent(
         context,
@@ -532,12 +668,24 @@ async fn run_request(
         artifacts: Some(&artifacts),
         metrics: Some(&shared.agent_metrics),
         capture_content: shared.settings.telemetry.capture_content,
+        journal,
+        record: Some(&recorder),
     };
     let result = run_turn(&agent, history, &request.input, deps)
         .await
-        .map_err(|e| Failure {
-            code: ErrorCode::ModelError,
-            message: format!("The assistant's model failed: {e}"),
+        .map_err(|e| match e {
+            rover_agent::model::ModelError::Journal(error) => {
+                tracing::error!(%error, "could not record the turn's progress");
+                Failure {
+                    code: ErrorCode::Unavailable,
+                    message: "The assistant could not save its progress. Please try again."
+                        .to_owned(),
+                }
+            }
+            e => Failure {
+                code: ErrorCode::ModelError,
+                message: format!("The assistant's model failed: {e}"),
+            },
         })?;
 
     let mut tx = rover_domain::begin_tenant(&shared.pool, school)

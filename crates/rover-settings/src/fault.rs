@@ -1,0 +1,40 @@
+//! Crash points for the fault suites: `ROVER_FAULT_CRASH_AT=<point>` makes the process abort (no
+//! unwinding, no clean-up — as abrupt as `kill -9`) when it reaches that point. Unset, a point is
+//! one relaxed load of a value read once.
+//!
+//! Points: `toolserver.before-commit`, `toolserver.after-commit` (committed, no reply sent),
+//! `toolserver.after-reply` (replied, not acked), `worker.turn` (a turn was received, nothing run).
+
+use std::sync::OnceLock;
+
+static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
+
+fn crash_at() -> Option<&'static str> {
+    CRASH_AT
+        .get_or_init(|| {
+            let point = std::env::var("ROVER_FAULT_CRASH_AT")
+                .ok()
+                .filter(|p| !p.is_empty());
+            if let Some(point) = &point {
+                tracing::warn!(
+                    point,
+                    "fault injection is on: this process will abort there"
+                );
+            }
+            point
+        })
+        .as_deref()
+}
+
+/// Aborts the process if `ROVER_FAULT_CRASH_AT` names this point.
+pub fn point(name: &str) {
+    if crash_at() == Some(name) {
+        tracing::error!(point = name, "fault injection: aborting");
+        std::process::abort();
+    }
+}
+
+/// Reads the setting now, so the warning is logged at start-up rather than at the first point.
+pub fn init() {
+    let _ = crash_at();
+}

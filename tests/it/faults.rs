@@ -1,0 +1,355 @@
+//! Faults: processes killed at the worst moments, connections dropped. After each, a checker over
+//! the database, the streams and the queues: the turn completed or failed visibly, every write
+//! happened exactly once (audit rows = inbox rows = distinct write call ids = the rows changed),
+//! no queue holds a stuck message, and the services serve again.
+
+use std::collections::HashSet;
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::stack::{Service, Stack, Turn, parse_sse};
+
+const ADMIN: &str = "admin@hill.school";
+const DOS: &str = "dos@hill.school";
+
+/// Posts one message and reads the stream, calling `on_chunk` on each chunk as it arrives.
+async fn say_watching(
+    stack: &Stack,
+    email: &str,
+    chat: &str,
+    text: &str,
+    mut on_chunk: impl FnMut(&Value),
+) -> Turn {
+    let messages =
+        json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": text }] }]);
+    let response = stack
+        .post(stack.gateway, &stack.token(email), chat, messages)
+        .await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let mut body = String::new();
+    let mut pending = String::new();
+    let mut bytes = response.bytes_stream();
+    while let Some(chunk) = bytes.next().await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        body.push_str(&chunk);
+        pending.push_str(&chunk);
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            if let Some(data) = line.trim_end().strip_prefix("data: ")
+                && let Ok(value) = serde_json::from_str::<Value>(data)
+            {
+                on_chunk(&value);
+            }
+        }
+    }
+    parse_sse(status, headers, &body)
+}
+
+/// The checker: writes exactly once, a coherent stream, empty work queues, services serving.
+async fn check(stack: &Stack, turn: &Turn, writes: i64) {
+    assert!(
+        turn.done,
+        "the stream ended with [DONE]: {:#?}",
+        turn.chunks
+    );
+    assert_eq!(turn.of_type("finish").len(), 1, "one finish");
+    assert_eq!(turn.of_type("start").len(), 1, "one start");
+    let ids: Vec<&str> = turn
+        .of_type("tool-input-available")
+        .iter()
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    let unique: HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), unique.len(), "no tool call shown twice: {ids:?}");
+    let outputs =
+        turn.of_type("tool-output-available").len() + turn.of_type("tool-output-error").len();
+    assert_eq!(outputs, ids.len(), "every tool call has one result");
+
+    let audit = stack
+        .count("SELECT count(*) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let distinct = stack
+        .count("SELECT count(DISTINCT call_id) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let inbox = stack.count("SELECT count(*) FROM tool_call_inbox").await;
+    assert_eq!(
+        (audit, distinct, inbox),
+        (writes, writes, writes),
+        "audit rows = distinct write call ids = inbox rows = the writes made"
+    );
+    let depths = stack.queue_depths();
+    for queue in ["rover.turns", "rover.tools"] {
+        assert_eq!(
+            depths.get(queue),
+            Some(&0),
+            "{queue} holds no stuck message: {depths:?}"
+        );
+    }
+    // And it serves again.
+    let again = stack
+        .say(ADMIN, "chat-after-the-fault", "List the departments")
+        .await;
+    assert_eq!(again.finish_reason(), Some("stop"), "{:#?}", again.chunks);
+}
+
+/// The tool server dies at `point` during a write; it is restarted (without the fault) and the
+/// worker's retry under the same call id completes the turn. The write happens exactly once.
+async fn tool_server_dies_at(point: &str) {
+    let stack = Stack::start_with(
+        &[],
+        &[
+            ("ROVER_FAULT_CRASH_AT", point),
+            ("ROVER_AMQP__RPC_ATTEMPT_TIMEOUT_MS", "1500"),
+        ],
+    )
+    .await;
+    let died = stack.exited(Service::Toolserver);
+    let turn = stack.say(ADMIN, "chat-crash", "Create a department called Sciences");
+    let restart = async {
+        let status = died.await;
+        assert!(!status.success(), "the tool server aborted at {point}");
+        stack.restart(Service::Toolserver, &["ROVER_FAULT_CRASH_AT"], &[]);
+    };
+    let (turn, ()) = tokio::join!(turn, restart);
+    assert_eq!(
+        turn.finish_reason(),
+        Some("stop"),
+        "{point}: {:#?}",
+        turn.chunks
+    );
+    assert!(
+        turn.text().contains("I created the Sciences department"),
+        "{point}: {}",
+        turn.text()
+    );
+    assert_eq!(
+        stack
+            .count(&format!(
+                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
+                stack.db.ids.hill
+            ))
+            .await,
+        1
+    );
+    check(&stack, &turn, 1).await;
+}
+
+#[tokio::test]
+async fn the_tool_server_dying_before_its_commit_writes_once() {
+    tool_server_dies_at("toolserver.before-commit").await;
+}
+
+#[tokio::test]
+async fn the_tool_server_dying_after_its_commit_before_replying_writes_once() {
+    tool_server_dies_at("toolserver.after-commit").await;
+}
+
+#[tokio::test]
+async fn the_tool_server_dying_after_replying_before_its_ack_writes_once() {
+    tool_server_dies_at("toolserver.after-reply").await;
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_turn_is_resumed_by_another_without_repeating_a_call() {
+    // A slow model keeps the turn running after its write.
+    let stack = Stack::start_with_model(&["--first-token-delay-ms", "300"]).await;
+    let mut killed = false;
+    let turn = say_watching(
+        &stack,
+        DOS,
+        "chat-resume",
+        "Assign Okello to teach Physics in S1 Blue",
+        |chunk| {
+            // The write's result is out: the specialist's answer and Rover's are still to come.
+            if !killed
+                && chunk["type"] == "tool-output-available"
+                && chunk["output"]["data"]["teacher"].is_object()
+            {
+                killed = true;
+                stack.kill(Service::Worker);
+                stack.restart(Service::Worker, &[], &[]);
+            }
+        },
+    )
+    .await;
+    assert!(killed, "the worker was killed mid-turn: {:#?}", turn.chunks);
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    assert_eq!(
+        turn.tools(),
+        [
+            "task",
+            "list_teaching_assignments",
+            "assign_subject_teacher"
+        ]
+    );
+    let text = turn.text();
+    assert!(
+        text.starts_with("Done — James Okello now teaches Physics to S1 Blue")
+            && text.matches("Done").count() == 1,
+        "one coherent answer: {text}"
+    );
+    // Each tool ran once: the tool server saw each call id once (the resumed worker replayed the
+    // recorded results instead of calling again).
+    let metrics = reqwest::get(format!("http://{}/metrics", stack.toolserver_http))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for event in ["list.teaching_assignments", "assign.subject_teacher"] {
+        let calls: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("rover_tool_calls_total{{event=\"{event}\"")))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum();
+        assert_eq!(calls, 1.0, "{event} ran once:\n{metrics}");
+    }
+    check(&stack, &turn, 1).await;
+}
+
+#[tokio::test]
+async fn a_turn_that_keeps_killing_workers_ends_with_an_error_and_is_dead_lettered() {
+    let stack = Stack::start_with(
+        &[],
+        &[
+            ("ROVER_FAULT_CRASH_AT", "worker.turn"),
+            ("ROVER_AMQP__DELIVERY_LIMIT", "3"),
+        ],
+    )
+    .await;
+    let turn = stack.say(ADMIN, "chat-poison", "Create a department called Sciences");
+    // Kubernetes' part: every time the worker dies, start it again (with the same fault).
+    let restarts = async {
+        let mut restarts = 0;
+        loop {
+            let status = stack.exited(Service::Worker).await;
+            if status.success() {
+                break;
+            }
+            restarts += 1;
+            stack.restart(Service::Worker, &[], &[]);
+            if restarts == 2 {
+                break;
+            }
+        }
+        restarts
+    };
+    let (turn, restarts) = tokio::join!(turn, restarts);
+    assert_eq!(restarts, 2, "two deliveries killed a worker");
+    assert_eq!(turn.finish_reason(), Some("error"), "{:#?}", turn.chunks);
+    let errors = turn.of_type("error");
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("failed repeatedly"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        stack
+            .count(&format!(
+                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
+                stack.db.ids.hill
+            ))
+            .await,
+        0
+    );
+    // The turn is settled (rejected to the dead-letter queue) just after its `finish` is sent.
+    let mut depths = stack.queue_depths();
+    for _ in 0..50 {
+        if depths.get("rover.turns.dead") == Some(&1) {
+            break;
+        }
+        depths = stack.queue_depths();
+    }
+    assert_eq!(depths.get("rover.turns.dead"), Some(&1), "{depths:?}");
+    assert_eq!(depths.get("rover.turns"), Some(&0), "{depths:?}");
+}
+
+#[tokio::test]
+async fn a_gateway_killed_mid_stream_is_resumed_whole_on_another_replica() {
+    let mut stack = Stack::start_with_model(&["--chunk-delay-ms", "40"]).await;
+    let other = stack.another_gateway();
+    let token = stack.token(ADMIN);
+    let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Rename the Languages department to Modern Languages" }] }]);
+    let response = stack
+        .post(stack.gateway, &token, "chat-gateway-dies", messages)
+        .await;
+    let mut bytes = response.bytes_stream();
+    let first = bytes.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("\"start\""));
+    stack.kill(Service::Gateway);
+    // The client's connection breaks; it resumes on the other replica.
+    while let Some(Ok(_)) = bytes.next().await {}
+    let resumed = stack
+        .http
+        .get(format!("http://{other}/api/chat/chat-gateway-dies/stream"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let turn = crate::stack::read_stream(resumed).await;
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    assert_eq!(turn.tools(), ["list_departments", "rename_department"]);
+    assert!(turn.text().contains("is now called Modern Languages"));
+    assert_eq!(turn.of_type("start").len(), 1, "the whole turn, once");
+}
+
+#[tokio::test]
+async fn closing_every_broker_connection_mid_turn_loses_nothing() {
+    let stack = Stack::start_with_model(&["--first-token-delay-ms", "200"]).await;
+    let mut closed = false;
+    let turn = say_watching(
+        &stack,
+        ADMIN,
+        "chat-connections",
+        "Create a department called Sciences",
+        |chunk| {
+            if !closed && chunk["type"] == "tool-input-available" {
+                closed = true;
+                // Blocking for the length of a rabbitmqctl call is fine for this test.
+                rover_testkit::rabbitmqctl(&[
+                    "close_all_connections",
+                    "--vhost",
+                    &stack.vhost.name,
+                    "fault injected",
+                ]);
+            }
+        },
+    )
+    .await;
+    assert!(closed);
+    // The gateway's subscription was cut too: the client resumes to see the whole turn.
+    let turn = if turn.done {
+        turn
+    } else {
+        let resumed = stack
+            .http
+            .get(format!(
+                "http://{}/api/chat/chat-connections/stream",
+                stack.gateway
+            ))
+            .bearer_auth(stack.token(ADMIN))
+            .send()
+            .await
+            .unwrap();
+        crate::stack::read_stream(resumed).await
+    };
+    assert!(
+        turn.finish_reason().is_some(),
+        "the turn completed or failed visibly: {:#?}",
+        turn.chunks
+    );
+    let sciences = stack
+        .count(&format!(
+            "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
+            stack.db.ids.hill
+        ))
+        .await;
+    assert!(sciences <= 1);
+    check(&stack, &turn, sciences).await;
+}
