@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test lint fmt services build deploy-check
+.PHONY: help run test chaos lint fmt services build deploy-check
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -24,6 +24,13 @@ test: services build ## Run every test against the real RabbitMQ and Postgres.
 	else \
 		echo "cargo-nextest not found; using cargo test (install it with: cargo install cargo-nextest --locked)"; \
 		$(CARGO) test --workspace; \
+	fi
+
+chaos: services build ## Faults that restart the shared RabbitMQ and Postgres; run alone, one test at a time.
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run -p rover-tests --test chaos --test-threads 1 --profile $(NEXTEST_PROFILE); \
+	else \
+		$(CARGO) test -p rover-tests --test chaos -- --test-threads 1; \
 	fi
 
 lint: ## Formatting and clippy, warnings as errors.

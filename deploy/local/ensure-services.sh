@@ -52,5 +52,15 @@ ensure_postgres() {
   return 1
 }
 
+# RabbitMQ cancels a consumer holding an unacked message longer than `consumer_timeout` (30 min by
+# default, and RabbitMQ 3.10 ignores the per-queue `x-consumer-timeout`). A worker holds a turn
+# unacked for the whole turn, so the timeout is set explicitly above the longest allowed turn
+# (`agent.turn_timeout_ms`, 10 min by default): 40 min. Deployments set it in rabbitmq.conf.
+ROVER_CONSUMER_TIMEOUT_MS=${ROVER_CONSUMER_TIMEOUT_MS:-2400000}
+configure_rabbitmq() {
+  rabbitmqctl -q eval "application:set_env(rabbit, consumer_timeout, ${ROVER_CONSUMER_TIMEOUT_MS})." >/dev/null
+}
+
 ensure_rabbitmq
+configure_rabbitmq
 ensure_postgres
