@@ -45,6 +45,8 @@ error_codes! {
     NoTenant = "no_tenant", 403;
     /// No such row in the caller's scope (also what another school's ids look like).
     NotFound = "not_found", 404;
+    /// The endpoint exists but not with this HTTP method.
+    MethodNotAllowed = "method_not_allowed", 405;
     /// No tool has that name or event.
     UnknownTool = "unknown_tool", 404;
     /// The change conflicts with existing data (a duplicate name, say).

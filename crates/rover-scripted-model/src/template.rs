@@ -3,7 +3,8 @@
 //! A path starts at a root (`match`, `trigger`, `context`, `result`, `item`, `error`) and walks
 //! segments: `.field`, `.3`, `[3]`, `[*]` (map over an array), `[field=ref]` / `[field="text"]`
 //! (first element whose field equals, case-insensitive) and `[field~ref]` (first element whose
-//! field contains). Filters follow after `|`: `number`, `count`, `json`, `default:"text"`.
+//! field contains). Filters follow after `|`: `number`, `count`, `json`, `default:"text"`, `uuid`
+//! (the first UUID written in a text).
 
 use std::fmt;
 
@@ -76,6 +77,7 @@ enum Filter {
     Count,
     Json,
     Default(String),
+    Uuid,
 }
 
 /// A parsed path, kept with its source text for messages.
@@ -199,6 +201,11 @@ impl Path {
                     _ => Err(Missing(self.source.clone())),
                 },
                 (Filter::Json, Ok(v)) => Ok(Value::String(v.to_string())),
+                (Filter::Uuid, Ok(v)) => v
+                    .as_str()
+                    .and_then(first_uuid)
+                    .map(Value::String)
+                    .ok_or_else(|| Missing(self.source.clone())),
             };
         }
         value
@@ -221,6 +228,20 @@ pub(crate) fn truthy(value: &Value) -> bool {
         Value::Bool(b) => *b,
         other => !is_empty(other),
     }
+}
+
+/// The first UUID (8-4-4-4-12 hex digits) written in `text`.
+fn first_uuid(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    (0..bytes.len().saturating_sub(35))
+        .map(|start| &bytes[start..start + 36])
+        .find(|window| {
+            window.iter().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => *b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            })
+        })
+        .map(|window| String::from_utf8_lossy(window).to_ascii_lowercase())
 }
 
 fn to_number(value: &Value) -> Option<Value> {
@@ -391,6 +412,7 @@ impl Parser<'_> {
                 "number" => Filter::Number,
                 "count" => Filter::Count,
                 "json" => Filter::Json,
+                "uuid" => Filter::Uuid,
                 "default" => {
                     if !self.eat(':') {
                         return Err(self.error("expected `:\"text\"` after `default`"));
@@ -399,7 +421,7 @@ impl Parser<'_> {
                 }
                 other => {
                     return Err(SyntaxError(format!(
-                        "unknown filter `{other}` in `{}` (expected number, count, json or default)",
+                        "unknown filter `{other}` in `{}` (expected number, count, json, default or uuid)",
                         self.text
                     )));
                 }
@@ -568,6 +590,23 @@ mod tests {
         );
         let fallback = Template::parse("{{result.0.data.nothing|default:\"none\"}}").expect("ok");
         assert_eq!(fallback.render_text(&s), Ok("none".to_owned()));
+    }
+
+    #[test]
+    fn uuid_picks_the_first_uuid_written_in_a_text() {
+        let captures = json!([
+            "x",
+            "Note: use class 6B3F0E3E-4a5b-4c1d-9e2f-1a2b3c4d5e6f, then 00000000-0000-0000-0000-000000000000",
+            "no id here"
+        ]);
+        let s = scope(&captures, &Value::Null, &Value::Null);
+        let id = Path::parse("match.1|uuid").expect("parses");
+        assert_eq!(
+            id.resolve(&s),
+            Ok(json!("6b3f0e3e-4a5b-4c1d-9e2f-1a2b3c4d5e6f"))
+        );
+        let none = Path::parse("match.2|uuid").expect("parses");
+        assert!(none.resolve(&s).is_err());
     }
 
     #[test]

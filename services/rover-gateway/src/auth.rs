@@ -2,14 +2,16 @@
 //!
 //! The key is an HS256 secret (development), a PEM public key, or a JWKS fetched on first use and
 //! cached by `kid`. Every rejection is a 401 with a short, fixed reason; the token itself is never
-//! echoed or logged.
+//! echoed or logged. A client address with too many rejected tokens in a window gets a 429 before
+//! any verification work (see [`crate::limits::FailureLimiter`]).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -19,11 +21,13 @@ use chrono::{DateTime, Utc};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rover_contracts::ErrorCode;
 use rover_contracts::ids::UserId;
 use serde::{Deserialize, Serialize};
 
 use crate::AuthSettings;
 use crate::error::ApiError;
+use crate::limits::FailureLimiter;
 use crate::state::AppState;
 
 /// The shortest HS256 secret accepted, in bytes.
@@ -52,7 +56,11 @@ impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.auth.authenticate(&parts.headers).await
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip());
+        state.auth.authenticate_from(&parts.headers, client).await
     }
 }
 
@@ -65,6 +73,8 @@ pub struct Authenticator {
     validation: Validation,
     /// Where verification keys come from.
     keys: Keys,
+    /// Rejected tokens per client address.
+    failures: FailureLimiter,
 }
 
 /// The source of verification keys.
@@ -136,11 +146,44 @@ impl Authenticator {
         validation.set_issuer(&[&settings.issuer]);
         validation.set_audience(&[&settings.audience]);
         validation.leeway = settings.leeway_secs;
+        let failures = FailureLimiter::new(
+            settings.max_failures_per_window,
+            Duration::from_secs(settings.failure_window_secs.max(1)),
+            settings.failure_clients_tracked,
+        );
         Ok(Self {
             algorithm,
             validation,
             keys,
+            failures,
         })
+    }
+
+    /// [`Self::authenticate`] for a request from `client`: a client with too many rejected tokens
+    /// in the current window is refused with `rate_limited` (429, `Retry-After`) before any
+    /// verification work, and a rejection here counts against it. Without a client address (an
+    /// in-process request) nothing is limited.
+    pub async fn authenticate_from(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, ApiError> {
+        let Some(client) = client else {
+            return self.authenticate(headers).await;
+        };
+        if let Err(wait) = self.failures.check(client, Instant::now()) {
+            tracing::debug!(%client, "too many rejected tokens; refused unverified");
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "Too many requests with invalid credentials. Please wait and try again.",
+            )
+            .retry_after(wait));
+        }
+        let result = self.authenticate(headers).await;
+        if result.is_err() {
+            self.failures.record_failure(client, Instant::now());
+        }
+        result
     }
 
     /// Checks the `Authorization: Bearer …` header and returns the token's subject. A rejection is

@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-use axum::Json;
 use axum::Router;
-use axum::extract::rejection::JsonRejection;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -34,16 +34,65 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::auth::Principal;
-use crate::caller;
 use crate::error::ApiError;
+use crate::limits::TurnSlot;
 use crate::observe::{TRACE_HEADER, current_trace_id};
 use crate::state::AppState;
+use crate::{Settings, caller, input};
 
 /// The chat routes.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(post_chat))
         .route("/api/chat/{id}/stream", get(resume))
+}
+
+/// What one chat request may carry, from `http.max_json_depth` and the `chat.*` limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InputLimits {
+    pub(crate) max_json_depth: usize,
+    pub(crate) max_message_bytes: usize,
+    pub(crate) max_parts: usize,
+    pub(crate) max_attachments: usize,
+}
+
+impl From<&Settings> for InputLimits {
+    fn from(settings: &Settings) -> Self {
+        Self {
+            max_json_depth: settings.http.max_json_depth,
+            max_message_bytes: settings.chat.max_message_bytes,
+            max_parts: settings.chat.max_parts,
+            max_attachments: settings.chat.max_attachments,
+        }
+    }
+}
+
+/// A chat request as the gateway acts on it.
+#[derive(Debug)]
+pub(crate) struct ChatTurn {
+    pub(crate) thread: ThreadId,
+    pub(crate) input: TurnInput,
+    pub(crate) attachments: Vec<Attachment>,
+    /// The campus named in the body, if any.
+    pub(crate) campus: Option<CampusId>,
+}
+
+/// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
+/// the size limits. Every failure is a 400 or 413 [`ApiError`]; no input makes it panic (the
+/// property tests in `chat_fuzz.rs` feed it arbitrary and mutated bodies).
+pub(crate) fn parse_chat_request(body: &[u8], limits: &InputLimits) -> Result<ChatTurn, ApiError> {
+    let body: ChatRequest = input::parse_json(body, limits.max_json_depth).map_err(|error| {
+        // A chat body that does not fit is a malformed request, not a tool's bad arguments.
+        ApiError::new(ErrorCode::InvalidRequest, error.message)
+    })?;
+    let thread = thread_id(&body.id)?;
+    let (input, attachments) = turn_input(&body.messages, limits)?;
+    Ok(ChatTurn {
+        thread,
+        input,
+        attachments,
+        campus: body.campus_id,
+    })
 }
 
 /// `useChat`'s request body. Only the last message is used; the rest of `messages` is ignored.
@@ -92,11 +141,24 @@ fn thread_id(chat: &str) -> Result<ThreadId, ApiError> {
     )))
 }
 
-/// What the last message of the body asks for, and its attachments.
-fn turn_input(messages: &[UiMessage]) -> Result<(TurnInput, Vec<Attachment>), ApiError> {
+fn too_large(message: String) -> ApiError {
+    ApiError::new(ErrorCode::TooLarge, message)
+}
+
+/// What the last message of the body asks for, and its attachments, within the limits.
+fn turn_input(
+    messages: &[UiMessage],
+    limits: &InputLimits,
+) -> Result<(TurnInput, Vec<Attachment>), ApiError> {
     let last = messages
         .last()
         .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "The request has no messages."))?;
+    if last.parts.len() > limits.max_parts {
+        return Err(too_large(format!(
+            "The message has too many parts (at most {}).",
+            limits.max_parts
+        )));
+    }
     match last.role.as_str() {
         "user" => {
             let text: Vec<&str> = last
@@ -117,7 +179,19 @@ fn turn_input(messages: &[UiMessage]) -> Result<(TurnInput, Vec<Attachment>), Ap
                     })
                 })
                 .collect();
+            if attachments.len() > limits.max_attachments {
+                return Err(too_large(format!(
+                    "The message has too many attachments (at most {}).",
+                    limits.max_attachments
+                )));
+            }
             let text = text.join("\n");
+            if text.len() > limits.max_message_bytes {
+                return Err(too_large(format!(
+                    "The message is too long (at most {} bytes).",
+                    limits.max_message_bytes
+                )));
+            }
             if text.trim().is_empty() && attachments.is_empty() {
                 return Err(ApiError::new(
                     ErrorCode::InvalidRequest,
@@ -145,6 +219,17 @@ fn turn_input(messages: &[UiMessage]) -> Result<(TurnInput, Vec<Attachment>), Ap
                     ErrorCode::InvalidRequest,
                     "The last message answers no question.",
                 )
+            })
+            .and_then(|(input, attachments)| match &input {
+                TurnInput::AskUserAnswer { output, .. }
+                    if output.to_string().len() > limits.max_message_bytes =>
+                {
+                    Err(too_large(format!(
+                        "The answer is too long (at most {} bytes).",
+                        limits.max_message_bytes
+                    )))
+                }
+                _ => Ok((input, attachments)),
             }),
         _ => Err(ApiError::new(
             ErrorCode::InvalidRequest,
@@ -178,18 +263,29 @@ async fn post_chat(
     State(state): State<AppState>,
     principal: Principal,
     headers: HeaderMap,
-    body: Result<Json<ChatRequest>, JsonRejection>,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let requested = Instant::now();
-    let Json(body) = body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::new(ErrorCode::TooLarge, "The request body is too large.")
-        }
-        _ => ApiError::new(ErrorCode::InvalidRequest, e.body_text()),
+    input::require_json(&headers)?;
+    let body = input::body_bytes(body)?;
+    let ChatTurn {
+        thread,
+        input,
+        attachments,
+        campus,
+    } = parse_chat_request(&body, &InputLimits::from(&state.settings))?;
+    let campus = campus_choice(campus, &headers)?;
+    // Counted from here until the stream ends or is dropped; released early on any error below.
+    let slot = state.turns.try_acquire(principal.user_id).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "You already have {} replies in progress. Wait for one to finish, then try again.",
+                state.settings.chat.max_concurrent_turns_per_user
+            ),
+        )
+        .retry_after(state.settings.chat.busy_retry_after_secs)
     })?;
-    let thread = thread_id(&body.id)?;
-    let (input, attachments) = turn_input(&body.messages)?;
-    let campus = campus_choice(body.campus_id, &headers)?;
     let turn = TurnId::new();
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
@@ -252,6 +348,7 @@ async fn post_chat(
         Some(subscription),
         events,
         Some(requested),
+        Some(slot),
     ))
 }
 
@@ -286,6 +383,7 @@ async fn resume(
             Some(subscription),
             live,
             None,
+            None,
         ));
     }
     let finished = recorded
@@ -299,6 +397,7 @@ async fn resume(
         recorded,
         subscription,
         live,
+        None,
         None,
     ))
 }
@@ -339,7 +438,9 @@ async fn subscribe(
 }
 
 /// The SSE response: recorded events first, then live ones, in `seq` order without repeats, as UI
-/// message chunks; `[DONE]` after `finish`.
+/// message chunks; `[DONE]` after `finish`. `slot`, the caller's open-turn slot, is released when
+/// the stream ends or is dropped.
+#[allow(clippy::too_many_arguments)]
 fn stream_response(
     state: &AppState,
     turn: TurnId,
@@ -348,6 +449,7 @@ fn stream_response(
     subscription: Option<ConsumerHandle>,
     live: mpsc::UnboundedReceiver<TurnEvent>,
     requested: Option<Instant>,
+    slot: Option<TurnSlot>,
 ) -> Response {
     let settings = &state.settings.chat;
     let idle = Duration::from_millis(settings.idle_timeout_ms);
@@ -379,6 +481,7 @@ fn stream_response(
         span,
         first_token,
         _open: OpenStream::new(&state.metrics.streams_open),
+        _slot: slot,
     };
     let events = futures::stream::unfold(state, |state| {
         let span = state.span.clone();
@@ -414,6 +517,8 @@ struct StreamState {
     /// When the chat request arrived, until the first text is sent (time to first token).
     first_token: Option<(Instant, Histogram)>,
     _open: OpenStream,
+    /// The caller's open-turn slot (POST only), held for as long as the stream lives.
+    _slot: Option<TurnSlot>,
 }
 
 /// Counts a stream in the open-streams gauge for as long as it lives.
@@ -612,3 +717,6 @@ impl ChunkMapper {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz;

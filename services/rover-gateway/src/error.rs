@@ -1,8 +1,11 @@
 //! API errors: one JSON shape, `{"error":{"code":"…","message":"…"}}`, with the HTTP status and the
-//! stable code from the contracts' error table.
+//! stable code from the contracts' error table. [`json_errors`] gives the same shape to every error
+//! response that did not come from an [`ApiError`] (axum's own rejections, the timeout layer).
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rover_contracts::ErrorCode;
 use rover_domain::DomainError;
@@ -15,6 +18,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// A plain sentence for the client.
     pub message: String,
+    /// Seconds after which a retry may succeed, sent as `Retry-After` (429s).
+    retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
@@ -23,7 +28,19 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            retry_after_secs: None,
         }
+    }
+
+    /// The same error with a `Retry-After` header of `secs` seconds (at least 1).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs.max(1));
+        self
+    }
+
+    /// The `Retry-After` this error carries, if any.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after_secs
     }
 
     /// A 401 with a short reason.
@@ -70,10 +87,74 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut response = (
             status,
             Json(json!({ "error": { "code": self.code, "message": self.message } })),
         )
-            .into_response()
+            .into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// The answer to a path no route matches.
+pub async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "There is no such endpoint.")
+}
+
+/// Middleware: an error response (4xx/5xx) whose body is not JSON — axum's own rejections (405,
+/// an oversized body announced by `Content-Length`), the timeout layer's 504 — is given the
+/// [`ApiError`] shape, keeping its status and headers and using its text as the message.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Error bodies from axum and tower-http are short sentences; anything longer is cut.
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let text: String = text.trim().chars().take(300).collect();
+    let code = code_for_status(status);
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("Error").to_owned()
+    } else {
+        text
+    };
+    parts.headers.remove(header::CONTENT_TYPE);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let mut rendered = ApiError::new(code, message).into_response();
+    // The original status stands (a 415 stays a 415); the body says which code it is.
+    *rendered.status_mut() = status;
+    for (name, value) in rendered.headers() {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    Response::from_parts(parts, rendered.into_body())
+}
+
+/// The stable code of an HTTP error status.
+pub fn code_for_status(status: StatusCode) -> ErrorCode {
+    match status.as_u16() {
+        401 => ErrorCode::Unauthenticated,
+        403 => ErrorCode::PermissionDenied,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        408 | 504 => ErrorCode::DeadlineExceeded,
+        409 => ErrorCode::Conflict,
+        413 => ErrorCode::TooLarge,
+        429 => ErrorCode::RateLimited,
+        502 | 503 => ErrorCode::Unavailable,
+        500..=599 => ErrorCode::Internal,
+        _ => ErrorCode::InvalidRequest,
     }
 }

@@ -11,6 +11,8 @@ pub mod caller;
 pub mod chat;
 pub mod demo;
 pub mod error;
+pub mod input;
+pub mod limits;
 pub mod observe;
 pub mod rest;
 pub mod state;
@@ -58,6 +60,9 @@ pub struct GatewayHttp {
     pub listen: SocketAddr,
     /// Largest request body accepted (413 beyond).
     pub body_limit_bytes: usize,
+    /// Deepest nesting of arrays and objects accepted in a JSON body (400 beyond), checked on
+    /// the raw bytes before parsing.
+    pub max_json_depth: usize,
     /// Deadline of a non-streaming request, in milliseconds.
     pub request_timeout_ms: u64,
     /// How long open streams may run on after shutdown starts, in milliseconds.
@@ -69,6 +74,7 @@ impl Default for GatewayHttp {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             body_limit_bytes: 1024 * 1024,
+            max_json_depth: 32,
             request_timeout_ms: 30_000,
             shutdown_grace_ms: 30_000,
         }
@@ -95,6 +101,14 @@ pub struct AuthSettings {
     pub leeway_secs: u64,
     /// Lifetime of tokens printed by `rover-gateway token`, in seconds.
     pub dev_token_ttl_secs: u64,
+    /// Rejected bearer tokens a client address may send per window before it is refused with 429
+    /// (and `Retry-After`) without any verification work until the window ends; `0` turns the
+    /// limit off. Counted per peer address and per replica; successful requests do not count.
+    pub max_failures_per_window: u32,
+    /// The window of `max_failures_per_window`, in seconds.
+    pub failure_window_secs: u64,
+    /// Most client addresses tracked at once (bounds the memory of the failure counter).
+    pub failure_clients_tracked: usize,
 }
 
 impl Default for AuthSettings {
@@ -108,6 +122,9 @@ impl Default for AuthSettings {
             audience: "rover".to_owned(),
             leeway_secs: 30,
             dev_token_ttl_secs: 12 * 3600,
+            max_failures_per_window: 20,
+            failure_window_secs: 60,
+            failure_clients_tracked: 10_000,
         }
     }
 }
@@ -152,6 +169,19 @@ pub struct ChatSettings {
     pub keepalive_ms: u64,
     /// A stream with no event for this long ends with an error, in milliseconds.
     pub idle_timeout_ms: u64,
+    /// Longest text of one chat message (its text parts together), and of an `ask_user` answer,
+    /// in bytes (413 beyond).
+    pub max_message_bytes: usize,
+    /// Most parts in the chat message the gateway reads (413 beyond).
+    pub max_parts: usize,
+    /// Most file attachments in one chat message (413 beyond).
+    pub max_attachments: usize,
+    /// Most turns one user may have open at once on this replica: from the POST until its stream
+    /// ends or the client goes away (the turn itself runs on). Beyond it, 429 with `Retry-After`.
+    /// Per replica, so a user can open this many on each gateway; `0` means no limit.
+    pub max_concurrent_turns_per_user: usize,
+    /// The `Retry-After` sent with a 429 for too many open turns, in seconds.
+    pub busy_retry_after_secs: u64,
 }
 
 impl Default for ChatSettings {
@@ -159,6 +189,11 @@ impl Default for ChatSettings {
         Self {
             keepalive_ms: 15_000,
             idle_timeout_ms: 300_000,
+            max_message_bytes: 32 * 1024,
+            max_parts: 64,
+            max_attachments: 8,
+            max_concurrent_turns_per_user: 4,
+            busy_retry_after_secs: 5,
         }
     }
 }
@@ -192,7 +227,9 @@ impl App {
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
         let (metrics, registry) = observe::metrics();
+        let turns = limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
         let state = AppState(Arc::new(Shared {
+            turns,
             settings,
             pool,
             broker,
@@ -223,7 +260,9 @@ impl App {
         let router = router(state.clone());
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "gateway ready; waiting for shutdown");
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        // The peer address keys the per-client limit on rejected tokens.
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let server = axum::serve(listener, service).with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("draining: no new connections; open streams may finish");
             let _ = stopping.send(());
@@ -268,6 +307,9 @@ pub fn router(state: AppState) -> Router {
                 Duration::from_millis(limits.request_timeout_ms),
             )),
         )
+        .fallback(error::not_found)
+        // Every error response, whoever made it, has the one JSON error shape.
+        .layer(axum::middleware::from_fn(error::json_errors))
         // Every request is the root (or the continuation) of a trace.
         .layer(axum::middleware::from_fn(observe::http_span))
         // Extractors answer an oversized body with the JSON `too_large` error (413).

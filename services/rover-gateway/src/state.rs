@@ -9,6 +9,7 @@ use sqlx::PgPool;
 
 use crate::Settings;
 use crate::auth::Authenticator;
+use crate::limits::TurnSlots;
 
 /// Cheap to clone; handlers get it through axum's `State`.
 #[derive(Debug, Clone)]
@@ -35,6 +36,8 @@ pub struct Shared {
     pub metrics: GatewayMetrics,
     /// Everything `/metrics` renders.
     pub registry: Metrics,
+    /// Open turns per user on this replica (`chat.max_concurrent_turns_per_user`).
+    pub turns: Arc<TurnSlots>,
 }
 
 impl std::ops::Deref for AppState {

@@ -78,6 +78,30 @@ struct RpcTool {
     validator: jsonschema::Validator,
 }
 
+/// Every RPC tool by event, with its argument schema compiled.
+fn compile_tools() -> HashMap<&'static str, RpcTool> {
+    REGISTRY
+        .iter()
+        .filter_map(|contract| {
+            let ToolKind::Rpc { event, posture } = contract.kind else {
+                return None;
+            };
+            let schema = serde_json::to_value((contract.args_schema)()).ok()?;
+            // The registry's schemas are checked to be valid JSON Schema by the contracts tests.
+            let validator = jsonschema::validator_for(&schema).ok()?;
+            Some((
+                event,
+                RpcTool {
+                    contract,
+                    event,
+                    posture,
+                    validator,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Everything `execute()` needs; shared by the concurrent handlers.
 pub struct Pipeline {
     verifier: TurnVerifier,
@@ -98,26 +122,7 @@ impl std::fmt::Debug for Pipeline {
 impl Pipeline {
     /// Compiles every RPC tool's argument schema once.
     pub fn new(verifier: TurnVerifier, pool: sqlx::PgPool) -> Self {
-        let tools = REGISTRY
-            .iter()
-            .filter_map(|contract| {
-                let ToolKind::Rpc { event, posture } = contract.kind else {
-                    return None;
-                };
-                let schema = serde_json::to_value((contract.args_schema)()).ok()?;
-                // The registry's schemas are checked to be valid JSON Schema by the contracts tests.
-                let validator = jsonschema::validator_for(&schema).ok()?;
-                Some((
-                    event,
-                    RpcTool {
-                        contract,
-                        event,
-                        posture,
-                        validator,
-                    },
-                ))
-            })
-            .collect();
+        let tools = compile_tools();
         Self {
             verifier,
             pool,
@@ -346,3 +351,6 @@ fn validate(tool: &RpcTool, args: &Value) -> Result<(), Failure> {
 fn truncate(text: &str) -> String {
     text.chars().take(64).collect()
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -3,6 +3,7 @@
 
 mod context;
 mod fixtures;
+mod fuzz;
 mod identity;
 mod registry;
 mod wire;

@@ -5,15 +5,17 @@
 use std::error::Error as _;
 use std::str::FromStr;
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::CampusId;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::input;
+use crate::state::AppState;
 
 /// The header a school-wide user names a campus with, to act within it. A campus-tied user is
 /// always in their own campus: naming another is refused.
@@ -24,52 +26,21 @@ pub const CAMPUS_HEADER: &str = "x-rover-campus";
 ///
 /// Rejections: a body that is not JSON, or not `Content-Type: application/json`, is
 /// `invalid_request` (400); JSON that does not fit `T` (a missing or unknown field, a wrong type,
-/// a malformed id) is `invalid_arguments` (400); a body over the size limit is `too_large` (413).
+/// a malformed id) is `invalid_arguments` (400); a body over the size limit is `too_large` (413);
+/// a body nested deeper than `http.max_json_depth` is `invalid_request` (400).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Body<T>(pub T);
 
-impl<T, S> FromRequest<S> for Body<T>
+impl<T> FromRequest<AppState> for Body<T>
 where
     T: DeserializeOwned,
-    S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
-            Err(rejection) => Err(body_error(&rejection)),
-        }
-    }
-}
-
-fn body_error(rejection: &JsonRejection) -> ApiError {
-    let cause = || {
-        rejection
-            .source()
-            .map_or_else(|| rejection.body_text(), |source| source.to_string())
-    };
-    match rejection {
-        JsonRejection::JsonDataError(_) => ApiError::new(
-            ErrorCode::InvalidArguments,
-            format!("The request body does not fit this endpoint: {}.", cause()),
-        ),
-        JsonRejection::JsonSyntaxError(_) => ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("The request body is not valid JSON: {}.", cause()),
-        ),
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            ErrorCode::InvalidRequest,
-            "The request body must be JSON, sent with `Content-Type: application/json`.",
-        ),
-        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            ErrorCode::TooLarge,
-            "The request body is larger than this server accepts.",
-        ),
-        other => ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("The request body could not be read: {}.", other.body_text()),
-        ),
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        input::require_json(request.headers())?;
+        let bytes = input::body_bytes(Bytes::from_request(request, state).await)?;
+        input::parse_json(&bytes, state.settings.http.max_json_depth).map(Body)
     }
 }
 

@@ -35,6 +35,7 @@ fn hs256_settings() -> AuthSettings {
         audience: AUDIENCE.to_owned(),
         leeway_secs: 30,
         dev_token_ttl_secs: 3600,
+        ..AuthSettings::default()
     }
 }
 

@@ -1,5 +1,6 @@
-//! The gateway's own tests: authentication and the REST API. The chat stream is tested end to end
-//! with all three binaries in the top-level `tests/` crate.
+//! The gateway's own tests: authentication, the REST API and hardened inputs. The chat stream is
+//! tested end to end with all three binaries in the top-level `tests/` crate.
 
 mod auth;
+mod hardening;
 mod rest;

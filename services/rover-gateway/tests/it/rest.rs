@@ -27,17 +27,17 @@ use sqlx::PgPool;
 use tower::ServiceExt as _;
 use uuid::Uuid;
 
-const ADMIN: &str = "admin@hill.school";
+pub(crate) const ADMIN: &str = "admin@hill.school";
 const KOLOLO_ADMIN: &str = "kololo.admin@hill.school";
 const BURSAR: &str = "bursar@hill.school";
 const TEACHER: &str = "amina@hill.school";
 const LAKESIDE_ADMIN: &str = "admin@lakeside.college";
 
 /// The gateway's router over a fresh database and vhost, and a way to look behind its back.
-struct Rest {
-    router: Router,
-    state: AppState,
-    db: TestDb,
+pub(crate) struct Rest {
+    pub(crate) router: Router,
+    pub(crate) state: AppState,
+    pub(crate) db: TestDb,
     /// Connected as the owner role (bypasses row-level security): for checking effects.
     owner: PgPool,
     _keys: TurnKeys,
@@ -47,25 +47,31 @@ struct Rest {
 
 /// A response: status and JSON body (`Null` when empty).
 #[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    body: Value,
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) body: Value,
 }
 
 impl Reply {
     /// The error body, checked to be exactly the documented shape.
-    fn error(&self) -> ErrorDetail {
+    pub(crate) fn error(&self) -> ErrorDetail {
         serde_json::from_value::<ErrorBody>(self.body.clone())
             .unwrap_or_else(|e| panic!("not an error body ({e}): {}", self.body))
             .error
     }
 }
 
-async fn spawn_rest() -> Rest {
+pub(crate) async fn spawn_rest() -> Rest {
+    spawn_rest_with(|_| {}).await
+}
+
+/// [`spawn_rest`] with settings changed by `configure`.
+pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Rest {
     let vhost = TestVhost::create();
     let db = TestDb::new().await;
     let keys = TurnKeys::generate();
     let mut settings = Settings::default();
+    configure(&mut settings);
     settings.amqp.url = Secret::new(vhost.url());
     settings.database.url = Secret::new(db.app_url().to_owned());
     let broker = within(
@@ -77,7 +83,9 @@ async fn spawn_rest() -> Rest {
     let publisher = broker.publisher();
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
     let (metrics, registry) = rover_gateway::observe::metrics();
+    let turns = rover_gateway::limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
     let state = AppState(Arc::new(Shared {
+        turns,
         settings,
         pool: db.pool.clone(),
         broker,
@@ -102,7 +110,7 @@ async fn spawn_rest() -> Rest {
 }
 
 impl Rest {
-    fn token(&self, email: &str) -> String {
+    pub(crate) fn token(&self, email: &str) -> String {
         dev_token(
             &self.state.settings.auth,
             self.db.ids.user(email),
@@ -113,7 +121,7 @@ impl Rest {
     }
 
     /// A request as `email` (no `Authorization` header when `None`).
-    fn request(
+    pub(crate) fn request(
         &self,
         method: Method,
         path: &str,
@@ -129,7 +137,7 @@ impl Rest {
         }
     }
 
-    async fn send(&self, request: Request<Body>) -> Reply {
+    pub(crate) async fn send(&self, request: Request<Body>) -> Reply {
         let response = within("the router answers", self.router.clone().oneshot(request))
             .await
             .expect("the router is infallible");
@@ -150,7 +158,7 @@ impl Rest {
         Reply { status, body }
     }
 
-    async fn get(&self, email: &str, path: &str) -> Reply {
+    pub(crate) async fn get(&self, email: &str, path: &str) -> Reply {
         self.send(
             self.request(Method::GET, path, Some(email))
                 .body(Body::empty())
@@ -160,7 +168,7 @@ impl Rest {
     }
 
     /// A JSON request with a raw body, so malformed bodies can be sent too.
-    async fn json(&self, method: Method, email: &str, path: &str, body: &str) -> Reply {
+    pub(crate) async fn json(&self, method: Method, email: &str, path: &str, body: &str) -> Reply {
         let request = self
             .request(method, path, Some(email))
             .header(header::CONTENT_TYPE, "application/json")
@@ -169,17 +177,17 @@ impl Rest {
         self.send(request).await
     }
 
-    async fn post(&self, email: &str, path: &str, body: Value) -> Reply {
+    pub(crate) async fn post(&self, email: &str, path: &str, body: Value) -> Reply {
         self.json(Method::POST, email, path, &body.to_string())
             .await
     }
 
-    async fn patch(&self, email: &str, path: &str, body: Value) -> Reply {
+    pub(crate) async fn patch(&self, email: &str, path: &str, body: Value) -> Reply {
         self.json(Method::PATCH, email, path, &body.to_string())
             .await
     }
 
-    async fn count(&self, table: &str) -> i64 {
+    pub(crate) async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.owner)
             .await

@@ -122,3 +122,37 @@ async fn an_identity_for_a_school_that_does_not_exist_fails_closed() {
         "Permission denied: the caller belongs to no school here"
     );
 }
+
+/// A call id that ran in one school, replayed by a caller of another school (a turn identity
+/// replayed into another tenant), gets none of the first school's stored reply: the inbox is
+/// tenant-scoped, so the second call runs on its own, in its own school.
+#[tokio::test]
+async fn a_call_id_replayed_into_another_school_gets_nothing_of_the_first() {
+    let server = spawn_toolserver().await;
+    let hill = server.caller("admin@hill.school").await;
+    let lakeside = server.caller("admin@lakeside.college").await;
+    let first = server.tool_call(&hill, "create.department", json!({ "name": "Hill Only" }));
+    let reply = server.send(&first).await;
+    assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
+
+    let mut replayed = server.tool_call(
+        &lakeside,
+        "create.department",
+        json!({ "name": "Lakeside Own" }),
+    );
+    replayed.call_id = first.call_id.clone();
+    let reply = server.send(&replayed).await;
+    assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
+    let text = serde_json::to_string(&reply.result).unwrap();
+    assert!(
+        text.contains("Lakeside Own") && !text.contains("Hill Only"),
+        "{text}"
+    );
+    // And Hill's identity with the same call id still gets Hill's stored reply, unchanged.
+    let again = server.send(&first).await;
+    assert!(
+        serde_json::to_string(&again.result)
+            .unwrap()
+            .contains("Hill Only")
+    );
+}

@@ -111,3 +111,135 @@ async fn a_campus_admin_sees_only_their_campus_and_cannot_change_another() {
             .unwrap();
     assert_eq!(naalya_sciences, 0);
 }
+
+/// Every RPC tool that takes an id, called by the Hill user who may use it, with Lakeside's ids
+/// (and Lakeside's admin with Hill's): nothing found, nothing changed, nothing of the other school
+/// named in the reply. The last assertion keeps the list complete as tools are added.
+#[tokio::test]
+async fn every_tool_that_takes_an_id_reaches_nothing_of_another_school() {
+    use rover_contracts::tools::REGISTRY;
+
+    let server = spawn_toolserver().await;
+    let ids = &server.db.ids;
+    let (form1, biology, ochieng) = (
+        ids.class("Form 1"),
+        ids.subject("Biology"),
+        ids.student("Ochieng Paul"),
+    );
+    let attempts = [
+        (
+            "admin@hill.school",
+            "rename.department",
+            json!({ "departmentId": ids.department("Sciences"), "newName": "Taken" }),
+        ),
+        (
+            "admin@hill.school",
+            "find.students",
+            json!({ "query": "Ochieng", "classId": form1 }),
+        ),
+        (
+            "amina@hill.school",
+            "get.class_roster",
+            json!({ "classId": form1 }),
+        ),
+        (
+            "amina@hill.school",
+            "record.attendance",
+            json!({ "classId": form1, "absentStudentIds": [ochieng] }),
+        ),
+        (
+            "amina@hill.school",
+            "record.attendance",
+            json!({ "classId": ids.class("S1 Blue"), "absentStudentIds": [ochieng] }),
+        ),
+        (
+            "amina@hill.school",
+            "record.marks",
+            json!({ "classId": form1, "subjectId": biology, "assessment": "Test", "marks": [{ "studentId": ochieng, "score": 50 }] }),
+        ),
+        (
+            "amina@hill.school",
+            "record.marks",
+            json!({ "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Mathematics"), "assessment": "Test", "marks": [{ "studentId": ochieng, "score": 50 }] }),
+        ),
+        (
+            "amina@hill.school",
+            "get.class_marks",
+            json!({ "classId": form1, "subjectId": biology }),
+        ),
+        (
+            "dos@hill.school",
+            "list.teaching_assignments",
+            json!({ "classId": form1 }),
+        ),
+        (
+            "dos@hill.school",
+            "assign.subject_teacher",
+            json!({ "teacherId": ids.user("admin@lakeside.college"), "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Physics") }),
+        ),
+        (
+            "dos@hill.school",
+            "assign.subject_teacher",
+            json!({ "teacherId": ids.user("okello@hill.school"), "classId": form1, "subjectId": biology }),
+        ),
+        (
+            "dos@hill.school",
+            "get.results_summary",
+            json!({ "classId": form1, "subjectId": biology, "termId": ids.term(ids.lakeside, "Term 1") }),
+        ),
+        (
+            LAKESIDE_ADMIN,
+            "get.class_roster",
+            json!({ "classId": ids.class("S1 Blue") }),
+        ),
+        (
+            LAKESIDE_ADMIN,
+            "get.class_marks",
+            json!({ "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Mathematics") }),
+        ),
+    ];
+    let before = server.state().await;
+    for (user, event, args) in &attempts {
+        let reply = server.call(user, event, args.clone()).await;
+        match reply.outcome {
+            ToolOutcome::NotFound | ToolOutcome::Denied | ToolOutcome::Invalid => {
+                let text = error(&reply);
+                for leak in ["Lakeside", "Ochieng", "Form 1", "Biology", "Nakato", "Hill"] {
+                    assert!(!text.contains(leak), "{user} {event} leaked {leak}: {text}");
+                }
+            }
+            // A read may answer: an empty list, or an object whose lists are all empty.
+            ToolOutcome::Ok => {
+                let data = data(&reply);
+                let lists: Vec<&serde_json::Value> = match data.as_object() {
+                    Some(object) => object.values().filter(|v| v.is_array()).collect(),
+                    None => vec![data],
+                };
+                assert!(
+                    !lists.is_empty()
+                        && lists
+                            .iter()
+                            .all(|v| v.as_array().is_some_and(Vec::is_empty)),
+                    "{user} {event} reached the other school: {:?}",
+                    reply.result
+                );
+            }
+            other => panic!("{user} {event}: unexpected {other:?} {:?}", reply.result),
+        }
+    }
+    assert_eq!(server.state().await, before, "something changed");
+
+    // Every RPC tool whose arguments hold an id is attempted above.
+    for contract in REGISTRY {
+        let Some(event) = contract.event() else {
+            continue;
+        };
+        let schema = serde_json::to_string(&(contract.args_schema)()).unwrap();
+        if schema.contains("Id\"") || schema.contains("Ids\"") {
+            assert!(
+                attempts.iter().any(|(_, e, _)| *e == event),
+                "{event} takes an id but is not attempted with another school's"
+            );
+        }
+    }
+}
