@@ -155,6 +155,16 @@ impl Receiver {
     }
 }
 
+/// `span` and its ancestors among `spans`, nearest first, as far as the parents are there.
+fn chain<'a>(spans: &'a [Received], span: &'a Received) -> Vec<&'a Received> {
+    let by_id: HashMap<&str, &Received> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let mut chain = vec![span];
+    while let Some(parent) = by_id.get(chain.last().unwrap().parent_id.as_str()) {
+        chain.push(parent);
+    }
+    chain
+}
+
 /// Every leaf string of a JSON value.
 fn strings(value: &Value, out: &mut Vec<String>) {
     match value {
@@ -222,10 +232,17 @@ async fn one_turn_is_one_trace_across_the_three_services() {
     ];
     let spans = receiver
         .until(trace, |spans| {
+            // Spans end (and are exported) in their own time: a parent that outlives its child
+            // (the consumer span outlives the turn) may arrive in a later export. Wait for the
+            // whole chain; a chain that never closes fails the wait.
             wanted.iter().all(|(service, name)| {
                 spans
                     .iter()
                     .any(|s| s.service == *service && s.name == *name)
+            }) && spans.iter().any(|s| {
+                s.service == "rover-toolserver"
+                    && s.name == "assign_subject_teacher"
+                    && chain(spans, s).last().map(|top| top.name.as_str()) == Some("POST /api/chat")
             })
         })
         .await;
@@ -251,7 +268,6 @@ async fn one_turn_is_one_trace_across_the_three_services() {
     }
 
     // The parent chain from the tool server's SQL span up to the HTTP request is unbroken.
-    let by_id: HashMap<&str, &Received> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let sql = spans
         .iter()
         .find(|s| {
@@ -260,10 +276,7 @@ async fn one_turn_is_one_trace_across_the_three_services() {
                 && s.attributes.get("db.system.name").map(String::as_str) == Some("postgresql")
         })
         .expect("the tool server's SQL span for the write");
-    let mut chain = vec![sql];
-    while let Some(parent) = by_id.get(chain.last().unwrap().parent_id.as_str()) {
-        chain.push(parent);
-    }
+    let chain = chain(&spans, sql);
     let top = chain.last().unwrap();
     assert_eq!(top.name, "POST /api/chat", "the chain broke at {top:#?}");
     assert_eq!(top.attributes["http.route"], "/api/chat");
