@@ -12,7 +12,7 @@ mod stack;
 use std::process::Command;
 
 use checker::{ADMIN, check, say_watching};
-use stack::{Stack, Turn};
+use stack::{Service, Stack, Turn};
 
 /// Runs `command`; panics with its output if it fails.
 fn run(command: &str, args: &[&str]) {
@@ -124,4 +124,166 @@ async fn restarting_postgres_mid_turn_loses_nothing() {
         "chat-postgres-restart",
     )
     .await;
+}
+
+/// Resident memory of a process, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+/// The worker's `rover_turns_started_total`.
+async fn turns_started(stack: &Stack) -> f64 {
+    let text = stack
+        .http
+        .get(format!("http://{}/metrics", stack.worker_http))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("rover_turns_started_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_turns_survive_a_worker_killed_mid_load() {
+    let _restore = Restore;
+    let stack = Stack::start_with(
+        // A model with realistic pacing: a first token after 150 ms, then a chunk every 5 ms.
+        &["--first-token-delay-ms", "150", "--chunk-delay-ms", "5"],
+        &[
+            ("ROVER_AMQP__PREFETCH", "64"),
+            // Mixed users each run many turns at once here; the per-user limit is tested elsewhere.
+            ("ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER", "0"),
+            // 200 requests at once on two cores: a pool sized and patient for this load (a
+            // gateway past its pool answers 503, which is not what this test is about).
+            ("ROVER_DATABASE__MAX_CONNECTIONS", "20"),
+            ("ROVER_DATABASE__ACQUIRE_TIMEOUT_MS", "30000"),
+        ],
+    )
+    .await;
+    let gateway = stack.pid(Service::Gateway);
+    let warm = stack.say(ADMIN, "chat-warm", "List the departments").await;
+    assert_eq!(warm.finish_reason(), Some("stop"));
+    let baseline = rss(gateway);
+
+    let cases = [
+        ("admin@hill.school", "List the departments"),
+        ("admin@hill.school", "How many students do we have?"),
+        ("kololo.admin@hill.school", "List the departments"),
+        (
+            "amina@hill.school",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        ),
+        ("dos@hill.school", "What's the date today?"),
+        ("bursar@hill.school", "Find the student Nakato"),
+        ("admin@lakeside.college", "List the departments"),
+    ];
+    let turns = futures::future::join_all((0..200).map(|i| {
+        let (user, text) = cases[i % cases.len()];
+        let stack = &stack;
+        async move {
+            let chat = format!("chat-load-{i}");
+            let live = stack.say(user, &chat, text).await;
+            if live.finish_reason().is_some() || live.status != 200 {
+                return live;
+            }
+            // The stream broke: resume it, as the Hub would.
+            let resumed = stack
+                .http
+                .get(format!("http://{}/api/chat/{chat}/stream", stack.gateway))
+                .bearer_auth(stack.token(user))
+                .send()
+                .await
+                .unwrap();
+            stack::read_stream(resumed).await
+        }
+    }));
+    let fault = async {
+        // Kill the worker once a good share of the turns are running; Kubernetes starts another.
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(20));
+        while turns_started(&stack).await < 40.0 {
+            every.tick().await;
+        }
+        stack.kill(Service::Worker);
+        stack.restart(Service::Worker, &[], &[]);
+    };
+    let started = std::time::Instant::now();
+    let (turns, ()) = tokio::join!(turns, fault);
+    let took = started.elapsed();
+
+    let by_reason = |reason: &str| {
+        turns
+            .iter()
+            .filter(|t| t.finish_reason() == Some(reason))
+            .count()
+    };
+    let odd: Vec<String> = turns
+        .iter()
+        .filter(|t| t.finish_reason() != Some("stop"))
+        .map(|t| {
+            format!(
+                "{} {:?} {:?}",
+                t.status,
+                t.finish_reason(),
+                t.of_type("error")
+                    .iter()
+                    .map(|e| e["errorText"].to_string())
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    assert_eq!(by_reason("stop"), 200, "every turn completed: {odd:#?}");
+    for turn in &turns {
+        assert_eq!(turn.of_type("start").len(), 1);
+        assert_eq!(turn.of_type("finish").len(), 1);
+    }
+    // Writes: one inbox row, one audit row per write call, however often it was delivered.
+    let audit = stack
+        .count("SELECT count(*) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let distinct = stack
+        .count("SELECT count(DISTINCT call_id) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let inbox = stack.count("SELECT count(*) FROM tool_call_inbox").await;
+    let writes = turns
+        .iter()
+        .flat_map(|t| t.tools())
+        .filter(|tool| tool == "record_attendance")
+        .count();
+    assert_eq!(
+        (audit, distinct, inbox),
+        (inbox, inbox, i64::try_from(writes).unwrap()),
+        "audit rows = distinct write call ids = inbox rows = write calls"
+    );
+    // Each message is acked just after its answer went out: the queues drain right behind.
+    let mut depths = stack.queue_depths();
+    for _ in 0..50 {
+        if depths.get("rover.turns") == Some(&0) && depths.get("rover.tools") == Some(&0) {
+            break;
+        }
+        depths = stack.queue_depths();
+    }
+    for queue in ["rover.turns", "rover.tools"] {
+        assert_eq!(depths.get(queue), Some(&0), "{queue} drained: {depths:?}");
+    }
+    let after = rss(gateway);
+    eprintln!(
+        "load: 200 turns in {took:?} with a worker killed; {writes} writes; gateway RSS {} MiB before, {} MiB after",
+        baseline >> 20,
+        after >> 20
+    );
+    assert!(
+        after < baseline + (64 << 20),
+        "the gateway's memory returns near its baseline: {baseline} -> {after}"
+    );
 }

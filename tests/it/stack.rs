@@ -71,8 +71,17 @@ fn start(
     let stdout = child.stdout.take().unwrap();
     let guard = ChildGuard(child);
     let (tx, rx) = mpsc::channel();
+    // `ROVER_TEST_LOG_DIR=dir` keeps every service's log lines, for a failure worth reading.
+    let mut keep = std::env::var_os("ROVER_TEST_LOG_DIR").map(|dir| {
+        let path = std::path::Path::new(&dir).join(format!("{name}-{}.log", guard.0.id()));
+        std::fs::File::create(path).expect("the log file can be created")
+    });
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(file) = keep.as_mut() {
+                use std::io::Write as _;
+                let _ = writeln!(file, "{line}");
+            }
             if tx.send(line).is_err() {
                 // Keep draining so the child never blocks on a full pipe.
                 continue;
@@ -228,6 +237,16 @@ impl Stack {
     /// Sends SIGTERM to the first gateway (how Kubernetes stops a pod).
     pub(crate) fn terminate_gateway(&self) {
         self.signal(Service::Gateway, "-TERM");
+    }
+
+    /// The process id of a service (the chaos suite reads its memory).
+    #[allow(dead_code)]
+    pub(crate) fn pid(&self, service: Service) -> u32 {
+        self.processes.lock().unwrap()[service as usize]
+            .as_ref()
+            .expect("the process is running")
+            .0
+            .id()
     }
 
     /// `kill -9` on a service.

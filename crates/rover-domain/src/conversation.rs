@@ -227,13 +227,16 @@ pub async fn steps(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<StepPart>, Dom
         .collect())
 }
 
-/// Whether `turn`'s messages are in the thread's history already (the turn completed).
+/// The last message `turn` added to the thread's history: `None` until the turn completed.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
-pub async fn turn_completed(tx: &mut TenantTx, turn: TurnId) -> Result<bool, DomainError> {
-    Ok(
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM conversation_log WHERE turn_id = $1)")
-            .bind(turn.as_uuid())
-            .fetch_one(tx.connection())
-            .await?,
+pub async fn turn_last_message(
+    tx: &mut TenantTx,
+    turn: TurnId,
+) -> Result<Option<Value>, DomainError> {
+    Ok(sqlx::query_scalar(
+        "SELECT message FROM conversation_log WHERE turn_id = $1 ORDER BY position DESC LIMIT 1",
     )
+    .bind(turn.as_uuid())
+    .fetch_optional(tx.connection())
+    .await?)
 }

@@ -68,6 +68,8 @@ pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};
 pub fn app_pool(settings: &rover_settings::DatabaseSettings) -> Result<sqlx::PgPool, sqlx::Error> {
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(settings.max_connections)
-        .acquire_timeout(std::time::Duration::from_secs(5))
+        .acquire_timeout(std::time::Duration::from_millis(
+            settings.acquire_timeout_ms,
+        ))
         .connect_lazy(settings.url.expose())
 }

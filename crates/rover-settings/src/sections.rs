@@ -46,6 +46,9 @@ pub struct DatabaseSettings {
     pub url: Secret<String>,
     /// Pool size.
     pub max_connections: u32,
+    /// How long a request waits for a pooled connection before it fails as unavailable, in
+    /// milliseconds.
+    pub acquire_timeout_ms: u64,
 }
 
 impl Default for DatabaseSettings {
@@ -53,6 +56,7 @@ impl Default for DatabaseSettings {
         Self {
             url: Secret::new("postgres://rover_app:rover_app_dev@127.0.0.1:5432/rover".to_owned()),
             max_connections: 10,
+            acquire_timeout_ms: 5_000,
         }
     }
 }

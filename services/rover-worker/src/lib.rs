@@ -313,8 +313,22 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
             return Outcome::Retry;
         }
     };
-    if prior.completed || prior.continuation.finished() {
+    if prior.continuation.finished() {
         tracing::info!(parent: &span, "the turn had already finished; nothing to do");
+        return Outcome::Ack;
+    }
+    if let Some(finish) = prior.completed {
+        // Its worker died after saving the turn, before sending `finish`: send it now.
+        tracing::info!(parent: &span, "the turn was done but never said so; finishing it");
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Finish { reason: finish },
+        });
+        drop(sender);
+        forward_events(shared, &request, prior.continuation, receiver, None)
+            .instrument(span)
+            .await;
         return Outcome::Ack;
     }
     let fresh = prior.journal.is_empty() && prior.continuation.next_seq() == 0;
@@ -396,6 +410,13 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         };
         // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
         span.record("rover.turn.finish_reason", tracing::field::debug(finish));
+        tracing::info!(
+            parent: &span,
+            turn_id = %request.turn_id,
+            ?finish,
+            took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "turn finished"
+        );
         shared
             .turns
             .duration
@@ -421,8 +442,8 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
 
 /// What earlier deliveries of a turn left behind.
 struct Prior {
-    /// The turn's messages are in the thread's history: it finished.
-    completed: bool,
+    /// The turn's messages are in the thread's history: it did its work, and ended so.
+    completed: Option<FinishReason>,
     /// The events already sent, to continue after.
     continuation: Continuation,
     /// The parts already done, to replay.
@@ -435,7 +456,17 @@ async fn load_prior(
 ) -> Result<Prior, rover_domain::DomainError> {
     let mut tx =
         rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
-    let completed = rover_domain::conversation::turn_completed(&mut tx, request.turn_id).await?;
+    // A turn whose messages are in the history completed; it ended waiting on `ask_user` when its
+    // last message asks.
+    let completed = rover_domain::conversation::turn_last_message(&mut tx, request.turn_id)
+        .await?
+        .map(|last| {
+            if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            }
+        });
     let events: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, request.turn_id)
         .await?
         .into_iter()
