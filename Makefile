@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test lint fmt services build
+.PHONY: help run test lint fmt services build bench
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,10 @@ test: services build ## Run every test against the real RabbitMQ and Postgres.
 		echo "cargo-nextest not found; using cargo test (install it with: cargo install cargo-nextest --locked)"; \
 		$(CARGO) test --workspace; \
 	fi
+
+bench: services ## Benchmarks, release builds: a table, and JSON under target/bench/ (BENCH_ARGS="--only floor,tool-hop").
+	$(CARGO) build --release --bins
+	target/release/rover-bench $(BENCH_ARGS)
 
 lint: ## Formatting and clippy, warnings as errors.
 	$(CARGO) fmt --all -- --check
