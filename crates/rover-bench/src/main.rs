@@ -57,14 +57,14 @@ struct Cli {
     #[arg(long, default_value_t = 1000)]
     streams: u16,
     /// The slow model's delay before its first chunk in the many-streams section, in ms.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 8000)]
     stream_first_token_ms: u64,
     /// The slow model's delay between chunks in the many-streams section, in ms.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 100)]
     stream_chunk_ms: u64,
     /// The many-streams turns are started evenly over this many ms (1,000 people do not press
     /// send in the same millisecond).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 5000)]
     stream_ramp_ms: u64,
     /// Where the JSON goes (`bench-<timestamp>.json` and `latest.json`).
     #[arg(long, default_value = "target/bench")]
@@ -125,11 +125,11 @@ async fn main() -> anyhow::Result<()> {
                 .await;
                 let latencies = run.latencies();
                 let mut row = measured(Row::new("floor", label, c), &run, &latencies);
-                if kind == QueueKind::Quorum {
+                if kind == QueueKind::Quorum && c == 1 {
                     row = row.note(
                         "informational: the kind of queue Rover's tools queue is; not a goal",
                     );
-                } else {
+                } else if kind == QueueKind::Classic {
                     floors.push((c, latencies.ms(0.5), run.rate()));
                 }
                 rows.push(row);
