@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos lint fmt services build deploy-check
+.PHONY: help run test chaos bench lint fmt services build deploy-check
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -32,6 +32,10 @@ chaos: services build ## Faults that restart the shared RabbitMQ and Postgres; r
 	else \
 		$(CARGO) test -p rover-tests --test chaos -- --test-threads 1; \
 	fi
+
+bench: services ## Benchmarks, release builds: a table, and JSON under target/bench/ (BENCH_ARGS="--only floor,tool-hop").
+	$(CARGO) build --release --bins
+	target/release/rover-bench $(BENCH_ARGS)
 
 lint: ## Formatting and clippy, warnings as errors.
 	$(CARGO) fmt --all -- --check

@@ -1,0 +1,396 @@
+//! `rover-bench` (`make bench`): RabbitMQ's own RPC round trip (the floor) and Rover side by side,
+//! measured in one run on one machine — the tool hop, the per-turn agent build, whole turns through
+//! the gateway, and 1,000 open streams — printed as a table and written as JSON.
+//!
+//! Layout: `world` (the run's own vhost, database and keys), `procs` (the release binaries as child
+//! processes), `stats` (the load driver and percentiles), `floor`, `toolhop`, `turns` (the cases),
+//! `report` (table and JSON).
+
+mod floor;
+mod procs;
+mod report;
+mod stats;
+mod toolhop;
+mod turns;
+mod world;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use rover_agent::skills::SkillLibrary;
+use rover_agent::{Mounts, build_agent};
+use serde_json::json;
+
+use crate::floor::{Floor, QueueKind};
+use crate::report::{Report, Row};
+use crate::stats::{Sorted, Timing, drive};
+use crate::toolhop::ToolHop;
+use crate::turns::{Stack, StackOptions};
+use crate::world::{DEMO_USERS, World};
+
+/// Benchmarks Rover against RabbitMQ's own RPC round trip, in one run on this machine.
+///
+/// Needs the release binaries next to it (`make bench` builds them), a local RabbitMQ
+/// (`rabbitmqctl` on PATH) and Postgres with superuser access (`ROVER_TEST_ADMIN_URL`, default
+/// postgres://postgres@127.0.0.1:5432/postgres). Each run creates its own vhost, database and keys
+/// and removes them afterwards, so it never collides with tests or `make run`.
+#[derive(Debug, Parser)]
+#[command(name = "rover-bench", version)]
+struct Cli {
+    /// Run only these sections (comma-separated). The tool hop always measures the floor too,
+    /// since its goals are ratios to it.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    only: Vec<Section>,
+    /// Seconds each load case is measured for.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Seconds of warm-up (discarded) before each load case.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Agent builds timed per demo user.
+    #[arg(long, default_value_t = 20_000)]
+    iterations: usize,
+    /// Concurrent turns held open in the many-streams section.
+    #[arg(long, default_value_t = 1000)]
+    streams: u16,
+    /// The slow model's delay before its first chunk in the many-streams section, in ms.
+    #[arg(long, default_value_t = 8000)]
+    stream_first_token_ms: u64,
+    /// The slow model's delay between chunks in the many-streams section, in ms.
+    #[arg(long, default_value_t = 100)]
+    stream_chunk_ms: u64,
+    /// The many-streams turns are started evenly over this many ms (1,000 people do not press
+    /// send in the same millisecond).
+    #[arg(long, default_value_t = 5000)]
+    stream_ramp_ms: u64,
+    /// Where the JSON goes (`bench-<timestamp>.json` and `latest.json`).
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+}
+
+/// The report's sections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    /// RabbitMQ's own RPC round trip (bare lapin echo over Direct Reply-to).
+    Floor,
+    /// Rover's RPC client → rover-toolserver → Postgres → reply.
+    ToolHop,
+    /// Building a turn's agent from its runtime context, in process.
+    AgentBuild,
+    /// Whole turns through the gateway with the scripted model at zero latency.
+    Turns,
+    /// Many concurrent turns held open by a slow scripted model.
+    Streams,
+}
+
+/// The skills folder of this checkout.
+pub(crate) fn skills_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../skills"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let wants = |s: Section| cli.only.is_empty() || cli.only.contains(&s);
+    let timing = Timing {
+        warmup: Duration::from_secs_f64(cli.warmup),
+        duration: Duration::from_secs_f64(cli.duration),
+    };
+    let started_at = chrono::Utc::now();
+
+    eprintln!("rover-bench: creating this run's vhost, database and keys…");
+    let world = World::create().await;
+    let machine = world.machine().await;
+    let payload = toolhop::read_frame_len(&world).await?;
+    let mut rows = Vec::new();
+
+    let mut floors = Vec::new();
+    if wants(Section::Floor) || wants(Section::ToolHop) {
+        for (kind, label) in [
+            (QueueKind::Classic, "echo, classic queue"),
+            (QueueKind::Quorum, "echo, quorum queue"),
+        ] {
+            let floor = Arc::new(Floor::start(&world.vhost.url(), kind, payload).await?);
+            for c in [1, 64] {
+                eprintln!("rover-bench: floor ({label}) at c={c}…");
+                let f = floor.clone();
+                let run = drive(c, timing, move |_| {
+                    let f = f.clone();
+                    async move { f.call().await }
+                })
+                .await;
+                let latencies = run.latencies();
+                let mut row = measured(Row::new("floor", label, c), &run, &latencies);
+                if kind == QueueKind::Quorum && c == 1 {
+                    row = row.note(
+                        "informational: the kind of queue Rover's tools queue is; not a goal",
+                    );
+                } else if kind == QueueKind::Classic {
+                    floors.push((c, latencies.ms(0.5), run.rate()));
+                }
+                rows.push(row);
+            }
+            if let Ok(floor) = Arc::try_unwrap(floor) {
+                floor.stop().await;
+            }
+        }
+    }
+    let floor = |c: usize| floors.iter().find(|f| f.0 == c).map(|f| (f.1, f.2));
+
+    if wants(Section::ToolHop) {
+        let hop = Arc::new(ToolHop::start(&world).await?);
+        for (write, c) in [(false, 1), (false, 64), (true, 1), (true, 64)] {
+            let label = if write {
+                "create_department (write)"
+            } else {
+                "list_departments (read)"
+            };
+            eprintln!("rover-bench: tool hop {label} at c={c}…");
+            let h = hop.clone();
+            let run = drive(c, timing, move |n| {
+                let h = h.clone();
+                async move {
+                    if write {
+                        h.write(n).await
+                    } else {
+                        h.read().await
+                    }
+                }
+            })
+            .await;
+            let latencies = run.latencies();
+            let mut row = measured(Row::new("tool hop", label, c), &run, &latencies);
+            if let Some((floor_p50, floor_rate)) = floor(c) {
+                let p50_ratio = latencies.ms(0.5) / floor_p50;
+                let rate_ratio = run.rate() / floor_rate;
+                row.p50_vs_floor = Some(p50_ratio);
+                row.rate_vs_floor = Some(rate_ratio);
+                row = match (write, c) {
+                    (false, 1) => row.goal("p50 ≤ 2× floor", p50_ratio <= 2.0),
+                    (false, _) => row.goal("rate ≥ 0.6× floor", rate_ratio >= 0.6),
+                    (true, 64) => row.goal("rate ≥ 0.4× floor", rate_ratio >= 0.4),
+                    (true, _) => row,
+                };
+                if run.errors > 0 {
+                    row.pass = Some(false);
+                }
+            }
+            rows.push(row);
+        }
+        if let Ok(hop) = Arc::try_unwrap(hop) {
+            hop.stop().await;
+        }
+    }
+
+    if wants(Section::AgentBuild) {
+        eprintln!(
+            "rover-bench: agent build, {} per demo user…",
+            cli.iterations
+        );
+        let skills = SkillLibrary::load(&skills_dir())?;
+        let mounts = Mounts { sandbox: true };
+        for email in DEMO_USERS {
+            let context = world.context(email).await?;
+            let mut times = Vec::with_capacity(cli.iterations);
+            // One untimed build first: the process-wide tool definitions are made then.
+            std::hint::black_box(build_agent(&context, &skills, mounts));
+            for _ in 0..cli.iterations {
+                let started = Instant::now();
+                let agent = build_agent(std::hint::black_box(&context), &skills, mounts);
+                times.push(started.elapsed());
+                std::hint::black_box(agent);
+            }
+            let sorted = Sorted::new(times);
+            let (p50, p99) = (sorted.ms(0.5), sorted.ms(0.99));
+            let mut row = Row::new("agent build", email, 1)
+                .goal("p50 ≤ 0.1 ms, p99 ≤ 0.25 ms", p50 <= 0.1 && p99 <= 0.25);
+            row.n = sorted.len();
+            row.p50_ms = p50;
+            row.p99_ms = p99;
+            rows.push(row);
+        }
+    }
+
+    if wants(Section::Turns) {
+        let options = StackOptions {
+            model_flags: Vec::new(),
+            worker_prefetch: 64,
+        };
+        let stack = Arc::new(Stack::start(&world, &options)?);
+        for c in [1, 64] {
+            eprintln!("rover-bench: whole turns at c={c}…");
+            let s = stack.clone();
+            let run = drive(c, timing, move |_| {
+                let s = s.clone();
+                async move { s.turn(|| {}).await }
+            })
+            .await;
+            let first = Sorted::new(run.samples.iter().map(|(_, t)| t.first).collect());
+            let finish = Sorted::new(run.samples.iter().map(|(_, t)| t.finish).collect());
+            let mut row = Row::new("turns", "first SSE chunk", c);
+            row.n = first.len();
+            row.errors = run.errors;
+            row.p50_ms = first.ms(0.5);
+            row.p99_ms = first.ms(0.99);
+            rows.push(row);
+            let mut row = Row::new("turns", "finish (turns/s)", c);
+            row.n = finish.len();
+            row.errors = run.errors;
+            row.rate_per_s = Some(run.rate());
+            row.p50_ms = finish.ms(0.5);
+            row.p99_ms = finish.ms(0.99);
+            if let Some(error) = &run.first_error {
+                row = row.note(format!("first error: {error}"));
+            }
+            rows.push(row);
+        }
+        drop(stack);
+    }
+
+    if wants(Section::Streams) {
+        rows.push(many_streams(&world, &cli).await?);
+    }
+
+    let report = Report {
+        started_at: started_at.to_rfc3339(),
+        git_commit: git_commit(),
+        machine,
+        settings: json!({
+            "duration_s": cli.duration,
+            "warmup_s": cli.warmup,
+            "agent_build_iterations": cli.iterations,
+            "toolserver_prefetch": toolhop::TOOLSERVER_PREFETCH,
+            "db_pool_per_service": toolhop::POOL_SIZE,
+            "worker_prefetch": { "turns": 64, "streams": cli.streams },
+            "streams": {
+                "count": cli.streams,
+                "first_token_delay_ms": cli.stream_first_token_ms,
+                "chunk_delay_ms": cli.stream_chunk_ms,
+                "ramp_ms": cli.stream_ramp_ms,
+            },
+            "log_format": "json, filter info (the services' defaults)",
+        }),
+        payload_bytes: Some(payload),
+        rows,
+    };
+    println!("\nRover benchmarks — {}\n", report.machine_line());
+    println!("{}", report.table());
+    let path = report.write(&cli.out, &started_at.format("%Y%m%dT%H%M%SZ").to_string())?;
+    println!("written: {} (and latest.json)", path.display());
+    Ok(())
+}
+
+/// Fills a row's counts, rate and percentiles from a run.
+fn measured<T>(mut row: Row, run: &stats::Run<T>, latencies: &Sorted) -> Row {
+    row.n = latencies.len();
+    row.errors = run.errors;
+    row.rate_per_s = Some(run.rate());
+    row.p50_ms = latencies.ms(0.5);
+    row.p99_ms = latencies.ms(0.99);
+    if let Some(error) = &run.first_error {
+        row = row.note(format!("first error: {error}"));
+    }
+    row
+}
+
+/// `cli.streams` turns at once, held open by a slow model; every one must reach `finish`.
+async fn many_streams(world: &World, cli: &Cli) -> anyhow::Result<Row> {
+    let count = usize::from(cli.streams);
+    eprintln!(
+        "rover-bench: {count} open streams (first token after {} ms, then a chunk every {} ms)…",
+        cli.stream_first_token_ms, cli.stream_chunk_ms
+    );
+    let options = StackOptions {
+        model_flags: vec![
+            "--first-token-delay-ms".into(),
+            cli.stream_first_token_ms.to_string(),
+            "--chunk-delay-ms".into(),
+            cli.stream_chunk_ms.to_string(),
+        ],
+        worker_prefetch: cli.streams,
+    };
+    let stack = Arc::new(Stack::start(world, &options)?);
+    let open = Arc::new(AtomicUsize::new(0));
+    let peak_open = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let gap = Duration::from_millis(cli.stream_ramp_ms) / u32::from(cli.streams.max(1));
+    let tasks: Vec<_> = (0..count)
+        .map(|i| {
+            let (stack, open, peak_open) = (stack.clone(), open.clone(), peak_open.clone());
+            let start_at = tokio::time::Instant::from_std(started) + gap * i as u32;
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start_at).await;
+                let opened = AtomicBool::new(false);
+                let result = stack
+                    .turn(|| {
+                        opened.store(true, Ordering::Relaxed);
+                        let now = open.fetch_add(1, Ordering::Relaxed) + 1;
+                        peak_open.fetch_max(now, Ordering::Relaxed);
+                    })
+                    .await;
+                if opened.load(Ordering::Relaxed) {
+                    open.fetch_sub(1, Ordering::Relaxed);
+                }
+                result
+            })
+        })
+        .collect();
+    let (mut finishes, mut errors, mut first_error) = (Vec::new(), 0u64, None);
+    for task in tasks {
+        match task.await {
+            Ok(Ok(timings)) => finishes.push(timings.finish),
+            Ok(Err(error)) => {
+                errors += 1;
+                first_error.get_or_insert(error);
+            }
+            Err(error) => {
+                errors += 1;
+                first_error.get_or_insert(error.to_string());
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    let rss = stack.peak_rss();
+    let gateway_mb = rss
+        .iter()
+        .find(|(name, _)| *name == "rover-gateway")
+        .map_or(f64::INFINITY, |(_, mb)| *mb);
+    let finish = Sorted::new(finishes);
+    let mut row = Row::new("streams", format!("{count} open turns, slow model"), count).goal(
+        "no errors; gateway peak RSS < 150 MB",
+        errors == 0 && finish.len() == count && gateway_mb < 150.0,
+    );
+    row.n = finish.len();
+    row.errors = errors;
+    row.rate_per_s = Some(finish.len() as f64 / elapsed.as_secs_f64());
+    row.p50_ms = finish.ms(0.5);
+    row.p99_ms = finish.ms(0.99);
+    let memory: Vec<String> = rss
+        .iter()
+        .map(|(name, mb)| format!("{} {mb:.0} MB", name.trim_start_matches("rover-")))
+        .collect();
+    let mut note = format!(
+        "peak open streams {}; peak RSS: {}",
+        peak_open.load(Ordering::Relaxed),
+        memory.join(", ")
+    );
+    if let Some(error) = first_error {
+        note.push_str(&format!("; first error: {error}"));
+    }
+    Ok(row.note(note))
+}
+
+fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}

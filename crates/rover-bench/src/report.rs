@@ -1,0 +1,176 @@
+//! The report: one row per measured case, printed as a table and written as JSON
+//! (`<out>/bench-<timestamp>.json` and `<out>/latest.json`) with the machine it ran on.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::world::Machine;
+
+/// One measured case.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    pub(crate) section: &'static str,
+    pub(crate) case: String,
+    pub(crate) concurrency: usize,
+    /// Successful operations measured.
+    pub(crate) n: usize,
+    pub(crate) errors: u64,
+    /// Operations per second (none where a rate means nothing, as for the in-process agent build).
+    pub(crate) rate_per_s: Option<f64>,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    /// This row's p50 over the floor's p50 at the same concurrency.
+    pub(crate) p50_vs_floor: Option<f64>,
+    /// This row's rate over the floor's rate at the same concurrency.
+    pub(crate) rate_vs_floor: Option<f64>,
+    /// The goal this row is held to, as a sentence.
+    pub(crate) goal: Option<String>,
+    pub(crate) pass: Option<bool>,
+    /// Anything else worth reading (the first error, memory, open streams).
+    pub(crate) note: Option<String>,
+}
+
+impl Row {
+    pub(crate) fn new(section: &'static str, case: impl Into<String>, concurrency: usize) -> Row {
+        Row {
+            section,
+            case: case.into(),
+            concurrency,
+            n: 0,
+            errors: 0,
+            rate_per_s: None,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            p50_vs_floor: None,
+            rate_vs_floor: None,
+            goal: None,
+            pass: None,
+            note: None,
+        }
+    }
+
+    /// Sets the goal and whether it was reached.
+    pub(crate) fn goal(mut self, goal: impl Into<String>, pass: bool) -> Row {
+        self.goal = Some(goal.into());
+        self.pass = Some(pass);
+        self
+    }
+
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Row {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+/// Everything one run produced.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) started_at: String,
+    pub(crate) git_commit: Option<String>,
+    pub(crate) machine: Machine,
+    /// The settings that differ from the services' defaults, and the run's knobs.
+    pub(crate) settings: serde_json::Value,
+    /// The tool-call frame size the floor's echo body is padded to, in bytes.
+    pub(crate) payload_bytes: Option<usize>,
+    pub(crate) rows: Vec<Row>,
+}
+
+impl Report {
+    /// The table, as Markdown (readable in a terminal, pasteable into the README).
+    pub(crate) fn table(&self) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "| section | case | c | n | req/s | p50 ms | p99 ms | vs floor | goal | result |\n\
+             |---|---|--:|--:|--:|--:|--:|---|---|---|\n",
+        );
+        for row in &self.rows {
+            let rate = row.rate_per_s.map_or("–".to_owned(), |r| format!("{r:.0}"));
+            let vs = match (row.p50_vs_floor, row.rate_vs_floor) {
+                (Some(p), Some(r)) => format!("p50 {p:.2}×, rate {r:.2}×"),
+                (Some(p), None) => format!("p50 {p:.2}×"),
+                (None, Some(r)) => format!("rate {r:.2}×"),
+                (None, None) => String::new(),
+            };
+            let result = match row.pass {
+                Some(true) => "pass",
+                Some(false) => "**miss**",
+                None => "",
+            };
+            let errors = if row.errors > 0 {
+                format!(" ({} errors)", row.errors)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {}{errors} | {rate} | {} | {} | {vs} | {} | {result} |",
+                row.section,
+                row.case,
+                row.concurrency,
+                row.n,
+                ms(row.p50_ms),
+                ms(row.p99_ms),
+                row.goal.as_deref().unwrap_or(""),
+            );
+        }
+        let notes: Vec<String> = self
+            .rows
+            .iter()
+            .filter_map(|r| {
+                Some(format!(
+                    "- {} / {}: {}",
+                    r.section,
+                    r.case,
+                    r.note.as_ref()?
+                ))
+            })
+            .collect();
+        if !notes.is_empty() {
+            out.push('\n');
+            out.push_str(&notes.join("\n"));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Machine facts as one line.
+    pub(crate) fn machine_line(&self) -> String {
+        let m = &self.machine;
+        format!(
+            "{} cores, {}, {} GiB RAM, Linux {}, RabbitMQ {}, Postgres {}",
+            m.nproc,
+            m.cpu.as_deref().unwrap_or("unknown CPU"),
+            m.memory_gib.map_or("?".to_owned(), |g| g.to_string()),
+            m.kernel.as_deref().unwrap_or("?"),
+            m.rabbitmq.as_deref().unwrap_or("?"),
+            m.postgres.as_deref().unwrap_or("?"),
+        )
+    }
+
+    /// Writes `bench-<timestamp>.json` and `latest.json` under `dir`; returns the first path.
+    pub(crate) fn write(&self, dir: &Path, stamp: &str) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("Failed to create {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(self)?;
+        let path = dir.join(format!("bench-{stamp}.json"));
+        std::fs::write(&path, &json)
+            .with_context(|| format!("Failed to write {}", path.display()))?;
+        std::fs::write(dir.join("latest.json"), &json)
+            .with_context(|| format!("Failed to write {}", dir.join("latest.json").display()))?;
+        Ok(path)
+    }
+}
+
+/// Milliseconds with precision that suits their size.
+fn ms(value: f64) -> String {
+    if value < 0.1 {
+        format!("{value:.4}")
+    } else if value < 10.0 {
+        format!("{value:.3}")
+    } else {
+        format!("{value:.1}")
+    }
+}

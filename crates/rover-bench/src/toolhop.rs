@@ -1,0 +1,121 @@
+//! The tool hop: Rover's RPC client → the release `rover-toolserver` → Postgres → the reply, for a
+//! read tool (`list_departments`) and a write tool (`create_department`: durable, audited, inbox),
+//! each call a real, successful call with its own call id.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rover_contracts::identity::SignedTurnIdentity;
+use rover_contracts::ids::{ToolCallId, TurnId};
+use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
+use rover_messaging::{Broker, BrokerOptions, RpcClient, RpcOptions, Topology};
+use serde_json::{Value, json};
+
+use crate::procs::Service;
+use crate::world::World;
+
+/// The read tool's event.
+pub(crate) const READ_EVENT: &str = "list.departments";
+/// The write tool's event.
+pub(crate) const WRITE_EVENT: &str = "create.department";
+/// Who reads (a school-wide admin of Kampala Hill School).
+pub(crate) const READER: &str = "admin@hill.school";
+/// Who writes: another school, so the departments the writes create never swell what the read
+/// tool and the later sections list.
+pub(crate) const WRITER: &str = "admin@lakeside.college";
+
+/// Tool server settings for the bench (what differs from the defaults), recorded in the report.
+pub(crate) const TOOLSERVER_PREFETCH: &str = "64";
+pub(crate) const POOL_SIZE: &str = "16";
+
+/// A running tool server and a client that calls it as two demo users.
+#[derive(Debug)]
+pub(crate) struct ToolHop {
+    _server: Service,
+    broker: Broker,
+    rpc: RpcClient,
+    exchange: Arc<str>,
+    reader: SignedTurnIdentity,
+    writer: SignedTurnIdentity,
+}
+
+impl ToolHop {
+    pub(crate) async fn start(world: &World) -> anyhow::Result<ToolHop> {
+        let mut env = world.service_env();
+        env.insert("ROVER_AMQP__PREFETCH".into(), TOOLSERVER_PREFETCH.into());
+        env.insert("ROVER_DATABASE__MAX_CONNECTIONS".into(), POOL_SIZE.into());
+        let (server, _) =
+            Service::start("rover-toolserver", &[], &env, "ready; waiting for shutdown")?;
+        let broker = Broker::connect(BrokerOptions::new(world.vhost.url()))
+            .await
+            .context("Failed to connect the RPC client")?;
+        let rpc = broker.rpc_client(RpcOptions {
+            attempt_timeout: Duration::from_secs(30),
+            attempts: 1,
+        });
+        Ok(ToolHop {
+            _server: server,
+            broker,
+            rpc,
+            exchange: Topology::default().tools_exchange().into(),
+            reader: world.mint(&world.context(READER).await?)?,
+            writer: world.mint(&world.context(WRITER).await?)?,
+        })
+    }
+
+    fn read_call(&self) -> ToolCall {
+        call(&self.reader, READ_EVENT, json!({}))
+    }
+
+    /// One `list_departments` call; fails unless the reply is a success.
+    pub(crate) async fn read(&self) -> Result<(), String> {
+        self.send(self.read_call()).await
+    }
+
+    /// One `create_department` call with a fresh name (department names are unique per school).
+    pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
+        let name = format!(
+            "Bench {n} {}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        self.send(call(&self.writer, WRITE_EVENT, json!({ "name": name })))
+            .await
+    }
+
+    async fn send(&self, call: ToolCall) -> Result<(), String> {
+        let body = wire::encode(&call);
+        let reply = self
+            .rpc
+            .call(&self.exchange, &call.event, call.call_id.as_str(), body)
+            .await
+            .map_err(|e| e.to_string())?;
+        let reply: ToolReply = wire::decode(&reply).map_err(|e| e.to_string())?;
+        if reply.outcome == ToolOutcome::Ok {
+            Ok(())
+        } else {
+            Err(format!("{:?}: {:?}", reply.outcome, reply.result))
+        }
+    }
+
+    pub(crate) async fn stop(self) {
+        self.broker.close().await;
+    }
+}
+
+/// The size of the tool-call frame Rover sends for the read tool (what the floor pads to).
+pub(crate) async fn read_frame_len(world: &World) -> anyhow::Result<usize> {
+    let identity = world.mint(&world.context(READER).await?)?;
+    Ok(wire::encode(&call(&identity, READ_EVENT, json!({}))).len())
+}
+
+/// A tool call shaped as the worker sends it: call id `<turn>/<model's call id>`.
+fn call(identity: &SignedTurnIdentity, event: &str, args: Value) -> ToolCall {
+    let model_id = format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]);
+    ToolCall {
+        call_id: ToolCallId::for_turn(TurnId::new(), &model_id),
+        event: event.to_owned(),
+        identity: identity.clone(),
+        args,
+    }
+}

@@ -1,0 +1,180 @@
+//! Whole turns through the gateway: the release scripted model, tool server, worker and gateway on
+//! this run's vhost and database, driven over HTTP as a Hub would (`POST /api/chat`, reading the
+//! SSE stream to `finish`), and the peak memory of each process.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::procs::Service;
+use crate::world::World;
+
+/// What every turn says: a read tool call and a streamed answer.
+pub(crate) const UTTERANCE: &str = "List the departments";
+/// Who says it.
+pub(crate) const SPEAKER: &str = "admin@hill.school";
+
+/// How a stack is configured, beyond this run's vhost, database and keys.
+#[derive(Debug, Clone)]
+pub(crate) struct StackOptions {
+    /// Flags for the scripted model (its latency knobs).
+    pub(crate) model_flags: Vec<String>,
+    /// The worker's prefetch (turns it runs at once).
+    pub(crate) worker_prefetch: u16,
+}
+
+/// The four processes of one turn, on this run's world.
+#[derive(Debug)]
+pub(crate) struct Stack {
+    pub(crate) processes: Vec<Service>,
+    pub(crate) gateway: SocketAddr,
+    pub(crate) http: reqwest::Client,
+    token: String,
+}
+
+impl Stack {
+    pub(crate) fn start(world: &World, options: &StackOptions) -> anyhow::Result<Stack> {
+        let mut processes = Vec::new();
+        let mut flags = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
+        flags.extend(options.model_flags.iter().cloned());
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let (model, line) = Service::start(
+            "rover-scripted-model",
+            &flags,
+            &HashMap::new(),
+            "listening on",
+        )?;
+        processes.push(model);
+        let model_addr = line["addr"]
+            .as_str()
+            .context("the scripted model logged no address")?
+            .to_owned();
+
+        let mut env = world.service_env();
+        env.insert(
+            "ROVER_MODEL__BASE_URL".into(),
+            format!("http://{model_addr}/v1"),
+        );
+        env.insert(
+            "ROVER_AGENT__SKILLS_DIR".into(),
+            crate::skills_dir().display().to_string(),
+        );
+        env.insert(
+            "ROVER_DATABASE__MAX_CONNECTIONS".into(),
+            crate::toolhop::POOL_SIZE.into(),
+        );
+        let ready = "ready; waiting for shutdown";
+        let mut toolserver_env = env.clone();
+        toolserver_env.insert(
+            "ROVER_AMQP__PREFETCH".into(),
+            crate::toolhop::TOOLSERVER_PREFETCH.into(),
+        );
+        processes.push(Service::start("rover-toolserver", &[], &toolserver_env, ready)?.0);
+        let mut worker_env = env.clone();
+        worker_env.insert(
+            "ROVER_AMQP__PREFETCH".into(),
+            options.worker_prefetch.to_string(),
+        );
+        processes.push(Service::start("rover-worker", &[], &worker_env, ready)?.0);
+        let (gateway, line) = Service::start("rover-gateway", &[], &env, ready)?;
+        processes.push(gateway);
+        let gateway: SocketAddr = line["listen"]
+            .as_str()
+            .context("the gateway logged no address")?
+            .parse()?;
+        let settings = rover_gateway::AuthSettings::default();
+        let token = rover_gateway::auth::dev_token(
+            &settings,
+            world.db.ids.user(SPEAKER),
+            SPEAKER,
+            chrono::Utc::now(),
+        )?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(300))
+            .pool_max_idle_per_host(1024)
+            .build()?;
+        Ok(Stack {
+            processes,
+            gateway,
+            http,
+            token,
+        })
+    }
+
+    /// Peak resident memory of each process, in MB.
+    pub(crate) fn peak_rss(&self) -> Vec<(&'static str, f64)> {
+        self.processes
+            .iter()
+            .filter_map(|p| Some((p.name, p.peak_rss_mb()?)))
+            .collect()
+    }
+
+    /// One turn in a new chat; returns the time to the first SSE chunk and to the `finish` chunk.
+    /// `on_first` runs when the first chunk arrives (to count open streams).
+    pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, String> {
+        let started = Instant::now();
+        let chat = uuid::Uuid::new_v4().to_string();
+        let body = json!({
+            "id": chat,
+            "trigger": "submit-message",
+            "messages": [{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": UTTERANCE }] }],
+        });
+        let response = self
+            .http
+            .post(format!("http://{}/api/chat", self.gateway))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("POST /api/chat: {e}"))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            return Err(format!("POST /api/chat: {status} {text}"));
+        }
+        let mut stream = response.bytes_stream();
+        let (mut buffer, mut first, mut finish) = (Vec::<u8>::new(), None, None);
+        let mut on_first = Some(on_first);
+        while let Some(bytes) = stream.next().await {
+            let bytes = bytes.map_err(|e| format!("reading the stream: {e}"))?;
+            buffer.extend_from_slice(&bytes);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                let Some(data) = line.strip_prefix(b"data: ") else {
+                    continue;
+                };
+                if first.is_none() {
+                    first = Some(started.elapsed());
+                    if let Some(f) = on_first.take() {
+                        f();
+                    }
+                }
+                if data.starts_with(b"[DONE]") {
+                    continue;
+                }
+                let chunk: Value =
+                    serde_json::from_slice(data).map_err(|e| format!("a bad chunk: {e}"))?;
+                match chunk["type"].as_str() {
+                    Some("finish") => finish = Some(started.elapsed()),
+                    Some("error") => return Err(format!("the turn failed: {chunk}")),
+                    _ => {}
+                }
+            }
+        }
+        match (first, finish) {
+            (Some(first), Some(finish)) => Ok(Timings { first, finish }),
+            _ => Err("the stream ended without `finish`".to_owned()),
+        }
+    }
+}
+
+/// When a turn's chunks arrived, from the moment the request was sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timings {
+    pub(crate) first: Duration,
+    pub(crate) finish: Duration,
+}

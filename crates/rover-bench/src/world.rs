@@ -1,0 +1,134 @@
+//! The bench's private world: a RabbitMQ vhost, a seeded Postgres database and a turn-identity key
+//! pair of its own (created for the run, removed after it), the demo callers, and the machine
+//! facts the report records.
+
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+use chrono::Utc;
+use rover_contracts::context::RuntimeContext;
+use rover_contracts::identity::{SignedTurnIdentity, TurnGrant};
+use rover_contracts::ids::{ThreadId, TurnId};
+use rover_domain::testing::TestDb;
+use rover_testkit::{TestVhost, TurnKeys};
+use serde::Serialize;
+
+/// Every demo user (README "Talking to it").
+pub(crate) const DEMO_USERS: [&str; 7] = [
+    "admin@hill.school",
+    "kololo.admin@hill.school",
+    "dos@hill.school",
+    "amina@hill.school",
+    "okello@hill.school",
+    "bursar@hill.school",
+    "admin@lakeside.college",
+];
+
+/// A vhost, database and key pair that exist for this run only.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub(crate) db: TestDb,
+    pub(crate) keys: TurnKeys,
+    pub(crate) vhost: TestVhost,
+}
+
+impl World {
+    pub(crate) async fn create() -> World {
+        World {
+            vhost: TestVhost::create(),
+            db: TestDb::new().await,
+            keys: TurnKeys::generate(),
+        }
+    }
+
+    /// The runtime context of a demo user, minted from live rows as the gateway does.
+    pub(crate) async fn context(&self, email: &str) -> anyhow::Result<RuntimeContext> {
+        let school = self.db.ids.school_of(email);
+        let mut tx = rover_domain::begin_tenant(&self.db.pool, school).await?;
+        let context = rover_domain::context::runtime_context(
+            &mut tx,
+            self.db.ids.user(email),
+            None,
+            Vec::new(),
+        )
+        .await
+        .with_context(|| format!("Failed to mint the runtime context of {email}"))?;
+        tx.rollback().await?;
+        Ok(context)
+    }
+
+    /// A turn identity for `context`, signed with this run's key, valid for 15 minutes.
+    pub(crate) fn mint(&self, context: &RuntimeContext) -> anyhow::Result<SignedTurnIdentity> {
+        let grant = TurnGrant {
+            turn_id: TurnId::new(),
+            thread_id: ThreadId::new(),
+            identity: context.identity(),
+            scope: context.call_scope(),
+        };
+        Ok(self
+            .keys
+            .signer()
+            .mint(grant, Utc::now(), chrono::Duration::minutes(15))?)
+    }
+
+    /// The environment every service of this run gets: this vhost, this database, these keys.
+    pub(crate) fn service_env(&self) -> HashMap<String, String> {
+        let mut env = HashMap::new();
+        env.insert("ROVER_AMQP__URL".into(), self.vhost.url());
+        env.insert("ROVER_DATABASE__URL".into(), self.db.app_url().to_owned());
+        env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
+        env.insert(
+            "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
+            self.keys.public_key_file().display().to_string(),
+        );
+        env.insert(
+            "ROVER_IDENTITY__PRIVATE_KEY_FILE".into(),
+            self.keys.private_key_file().display().to_string(),
+        );
+        env
+    }
+
+    /// The machine and the versions of what ran.
+    pub(crate) async fn machine(&self) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let field = |text: &str, key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        };
+        let memory_gib = field(&meminfo, "MemTotal")
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .map(|kib| (kib / 1024.0 / 1024.0 * 10.0).round() / 10.0);
+        let rabbitmq = std::process::Command::new("rabbitmqctl")
+            .args(["version"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let postgres = sqlx::query_scalar::<_, String>("SHOW server_version")
+            .fetch_one(&self.db.pool)
+            .await
+            .ok();
+        Machine {
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu: field(&cpuinfo, "model name"),
+            memory_gib,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .map(|s| s.trim().to_owned()),
+            rabbitmq,
+            postgres,
+        }
+    }
+}
+
+/// Where the numbers came from.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Machine {
+    pub(crate) nproc: usize,
+    pub(crate) cpu: Option<String>,
+    pub(crate) memory_gib: Option<f64>,
+    pub(crate) kernel: Option<String>,
+    pub(crate) rabbitmq: Option<String>,
+    pub(crate) postgres: Option<String>,
+}
