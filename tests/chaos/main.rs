@@ -232,9 +232,14 @@ async fn two_hundred_concurrent_turns_survive_a_worker_killed_mid_load() {
         .filter(|t| t.finish_reason() != Some("stop"))
         .map(|t| {
             format!(
-                "{} {:?} {:?}",
+                "{} {} {:?} last={:?} {:?}",
                 t.status,
+                t.of_type("start")
+                    .first()
+                    .map(|c| c["messageMetadata"]["turnId"].to_string())
+                    .unwrap_or_default(),
                 t.finish_reason(),
+                t.chunks.last(),
                 t.of_type("error")
                     .iter()
                     .map(|e| e["errorText"].to_string())

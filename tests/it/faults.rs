@@ -294,3 +294,25 @@ async fn the_brokers_consumer_timeout_outlasts_the_longest_turn() {
         "RabbitMQ would cancel a worker mid-turn: consumer_timeout {timeout} ms <= turn_timeout_ms {longest_turn}"
     );
 }
+
+#[tokio::test]
+async fn a_worker_dying_between_recording_and_publishing_the_end_still_ends_the_stream() {
+    let stack = Stack::start_with(&[], &[("ROVER_FAULT_CRASH_AT", "worker.finish-recorded")]).await;
+    let died = stack.exited(Service::Worker);
+    let turn = stack.say(
+        ADMIN,
+        "chat-unsent-end",
+        "Create a department called Sciences",
+    );
+    let restart = async {
+        assert!(
+            !died.await.success(),
+            "the worker aborted with its end unsent"
+        );
+        stack.restart(Service::Worker, &["ROVER_FAULT_CRASH_AT"], &[]);
+    };
+    let (turn, ()) = tokio::join!(turn, restart);
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    assert!(turn.text().contains("I created the Sciences department"));
+    check(&stack, &turn, 1).await;
+}

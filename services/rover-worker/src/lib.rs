@@ -314,7 +314,12 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         }
     };
     if prior.continuation.finished() {
-        tracing::info!(parent: &span, "the turn had already finished; nothing to do");
+        // Its worker may have died between recording the last events and publishing them.
+        tracing::info!(parent: &span, "the turn had already finished; sending its end again");
+        let (_, closed) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+        forward_events(shared, &request, prior.continuation, closed, None)
+            .instrument(span)
+            .await;
         return Outcome::Ack;
     }
     if let Some(finish) = prior.completed {
@@ -534,6 +539,12 @@ async fn forward_events(
         }
         if let Err(error) = record_events(&shared.pool, school, thread, turn, &events).await {
             tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+        }
+        if events
+            .iter()
+            .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
+        {
+            rover_settings::fault::point("worker.finish-recorded");
         }
         for event in &events {
             publish_event(&shared.publisher, &exchange, event).await;
