@@ -8,38 +8,43 @@ use uuid::Uuid;
 
 use crate::{DomainError, TenantTx};
 
+/// `(is a policy, role, action, subject, user)`: a policy row or a role assignment.
+type AuthzRow = (bool, String, Option<String>, Option<String>, Option<Uuid>);
+
 /// The current school's policy rows and role assignments, in a stable order.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn load(tx: &mut TenantTx) -> Result<(Vec<PolicyRow>, Vec<RoleAssignment>), DomainError> {
-    let policies: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT role, action, subject FROM authz_policies ORDER BY role, action, subject",
+    // One round trip for both tables: this runs on every policy-gated tool call.
+    let rows: Vec<AuthzRow> = sqlx::query_as(
+        "SELECT true, role, action, subject, NULL::uuid FROM authz_policies \
+         UNION ALL \
+         SELECT false, role, NULL, NULL, user_id FROM role_assignments \
+         ORDER BY 1 DESC, 5, 2, 3, 4",
     )
     .fetch_all(tx.connection())
     .await?;
-    let assignments: Vec<(Uuid, String)> =
-        sqlx::query_as("SELECT user_id, role FROM role_assignments ORDER BY user_id, role")
-            .fetch_all(tx.connection())
-            .await?;
-
-    let policies = policies
-        .into_iter()
-        .map(|(role, action, subject)| {
-            Ok(PolicyRow {
+    let mut policies = Vec::new();
+    let mut assignments = Vec::new();
+    for (is_policy, role, action, subject, user_id) in rows {
+        match (is_policy, action, subject, user_id) {
+            (true, Some(action), Some(subject), _) => policies.push(PolicyRow {
                 role,
                 permission: Permission::new(
                     action.parse().map_err(decode_error)?,
                     subject.parse().map_err(decode_error)?,
                 ),
-            })
-        })
-        .collect::<Result<_, DomainError>>()?;
-    let assignments = assignments
-        .into_iter()
-        .map(|(user_id, role)| RoleAssignment {
-            user_id: UserId::from_uuid(user_id),
-            role,
-        })
-        .collect();
+            }),
+            (false, _, _, Some(user_id)) => assignments.push(RoleAssignment {
+                user_id: UserId::from_uuid(user_id),
+                role,
+            }),
+            _ => {
+                return Err(decode_error(std::io::Error::other(
+                    "a policy or role assignment row with missing columns",
+                )));
+            }
+        }
+    }
     Ok((policies, assignments))
 }
 

@@ -262,6 +262,11 @@ impl App {
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         // The peer address keys the per-client limit on rejected tokens.
         let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        // Stream chunks are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+        // back until the client's delayed ACK (~40 ms), which a live stream should not wait for.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let server = axum::serve(listener, service).with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("draining: no new connections; open streams may finish");
