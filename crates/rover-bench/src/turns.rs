@@ -80,7 +80,14 @@ impl Stack {
             options.worker_prefetch.to_string(),
         );
         processes.push(Service::start("rover-worker", &[], &worker_env, ready)?.0);
-        let (gateway, line) = Service::start("rover-gateway", &[], &env, ready)?;
+        // One user opens every turn here: the per-user limit on open turns (a guard against one
+        // client hogging a replica) would turn the load into 429s, so it is off for the bench.
+        let mut gateway_env = env.clone();
+        gateway_env.insert(
+            "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER".into(),
+            "0".into(),
+        );
+        let (gateway, line) = Service::start("rover-gateway", &[], &gateway_env, ready)?;
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]
             .as_str()
