@@ -91,10 +91,19 @@ async fn survives(fault: impl Fn(), chat: &str) {
             stack.db.ids.hill
         ))
         .await;
-    assert!(sciences <= 1, "written at most once");
-    if turn.finish_reason() == Some("stop") {
-        assert_eq!(sciences, 1, "a completed turn did its write");
-    }
+    // The write happened exactly when the client was told it did (a tool that could not reach
+    // Postgres answers with an error the model passes on).
+    let told_written = turn
+        .of_type("tool-output-available")
+        .iter()
+        .filter(|c| c["output"]["data"]["name"] == "Sciences")
+        .count();
+    assert_eq!(
+        sciences,
+        i64::try_from(told_written).unwrap(),
+        "written exactly when reported: {:#?}",
+        turn.chunks
+    );
     check(&stack, &turn, sciences).await;
 }
 
