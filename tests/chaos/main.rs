@@ -11,7 +11,7 @@ mod stack;
 
 use std::process::Command;
 
-use checker::{ADMIN, check, say_watching};
+use checker::{ADMIN, check, drained, say_watching, sciences};
 use stack::{Service, Stack, Turn};
 
 /// Runs `command`; panics with its output if it fails.
@@ -85,12 +85,7 @@ async fn survives(fault: impl Fn(), chat: &str) {
         "the turn completed or failed visibly: {:#?}",
         turn.chunks
     );
-    let sciences = stack
-        .count(&format!(
-            "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
-            stack.db.ids.hill
-        ))
-        .await;
+    let sciences = sciences(&stack).await;
     // The write happened exactly when the client was told it did (a tool that could not reach
     // Postgres answers with an error the model passes on).
     let told_written = turn
@@ -279,14 +274,7 @@ async fn two_hundred_concurrent_turns_survive_a_worker_killed_mid_load() {
         (inbox, inbox, i64::try_from(writes).unwrap()),
         "audit rows = distinct write call ids = inbox rows = write calls"
     );
-    // Each message is acked just after its answer went out: the queues drain right behind.
-    let mut depths = stack.queue_depths();
-    for _ in 0..50 {
-        if depths.get("rover.turns") == Some(&0) && depths.get("rover.tools") == Some(&0) {
-            break;
-        }
-        depths = stack.queue_depths();
-    }
+    let depths = drained(&stack);
     for queue in ["rover.turns", "rover.tools"] {
         assert_eq!(depths.get(queue), Some(&0), "{queue} drained: {depths:?}");
     }

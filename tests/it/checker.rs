@@ -1,6 +1,6 @@
 //! The fault suites' checker and the helpers they share.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt as _;
 use serde_json::{Value, json};
@@ -85,7 +85,7 @@ pub(crate) async fn check(stack: &Stack, turn: &Turn, writes: i64) {
         (writes, writes, writes),
         "audit rows = distinct write call ids = inbox rows = the writes made"
     );
-    let depths = stack.queue_depths();
+    let depths = drained(stack);
     for queue in ["rover.turns", "rover.tools"] {
         assert_eq!(
             depths.get(queue),
@@ -98,4 +98,28 @@ pub(crate) async fn check(stack: &Stack, turn: &Turn, writes: i64) {
         .say(ADMIN, "chat-after-the-fault", "List the departments")
         .await;
     assert_eq!(again.finish_reason(), Some("stop"), "{:#?}", again.chunks);
+}
+
+/// The stack's queue depths once the work queues have drained, or as they stand after about 50
+/// looks: each message is acked just after its answer went out, so a queue may still hold it for
+/// a moment after the client saw the end.
+pub(crate) fn drained(stack: &Stack) -> HashMap<String, u64> {
+    let mut depths = stack.queue_depths();
+    for _ in 0..50 {
+        if depths.get("rover.turns") == Some(&0) && depths.get("rover.tools") == Some(&0) {
+            break;
+        }
+        depths = stack.queue_depths();
+    }
+    depths
+}
+
+/// How many departments called "Sciences" Kampala Hill School has: the write the fault tests make.
+pub(crate) async fn sciences(stack: &Stack) -> i64 {
+    stack
+        .count(&format!(
+            "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
+            stack.db.ids.hill
+        ))
+        .await
 }

@@ -6,7 +6,7 @@
 use futures::StreamExt as _;
 use serde_json::json;
 
-use crate::checker::{ADMIN, DOS, check, say_watching};
+use crate::checker::{ADMIN, DOS, check, say_watching, sciences};
 use crate::stack::{Service, Stack};
 
 /// The tool server dies at `point` during a write; it is restarted (without the fault) and the
@@ -39,15 +39,7 @@ async fn tool_server_dies_at(point: &str) {
         "{point}: {}",
         turn.text()
     );
-    assert_eq!(
-        stack
-            .count(&format!(
-                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
-                stack.db.ids.hill
-            ))
-            .await,
-        1
-    );
+    assert_eq!(sciences(&stack).await, 1);
     check(&stack, &turn, 1).await;
 }
 
@@ -163,15 +155,7 @@ async fn a_turn_that_keeps_killing_workers_ends_with_an_error_and_is_dead_letter
             .contains("failed repeatedly"),
         "{errors:?}"
     );
-    assert_eq!(
-        stack
-            .count(&format!(
-                "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
-                stack.db.ids.hill
-            ))
-            .await,
-        0
-    );
+    assert_eq!(sciences(&stack).await, 0);
     // The turn is settled (rejected to the dead-letter queue) just after its `finish` is sent.
     let mut depths = stack.queue_depths();
     for _ in 0..50 {
@@ -259,12 +243,7 @@ async fn closing_every_broker_connection_mid_turn_loses_nothing() {
         "the turn completed or failed visibly: {:#?}",
         turn.chunks
     );
-    let sciences = stack
-        .count(&format!(
-            "SELECT count(*) FROM departments WHERE name = 'Sciences' AND school_id = '{}'",
-            stack.db.ids.hill
-        ))
-        .await;
+    let sciences = sciences(&stack).await;
     assert!(sciences <= 1);
     check(&stack, &turn, sciences).await;
 }
