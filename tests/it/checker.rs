@@ -73,18 +73,7 @@ pub(crate) async fn check(stack: &Stack, turn: &Turn, writes: i64) {
         assert_eq!(turn.of_type("error").len(), 1, "a failed turn says so once");
     }
 
-    let audit = stack
-        .count("SELECT count(*) FROM audit_log WHERE call_id IS NOT NULL")
-        .await;
-    let distinct = stack
-        .count("SELECT count(DISTINCT call_id) FROM audit_log WHERE call_id IS NOT NULL")
-        .await;
-    let inbox = stack.count("SELECT count(*) FROM tool_call_inbox").await;
-    assert_eq!(
-        (audit, distinct, inbox),
-        (writes, writes, writes),
-        "audit rows = distinct write call ids = inbox rows = the writes made"
-    );
+    writes_once(stack, writes).await;
     let depths = drained(stack);
     for queue in ["rover.turns", "rover.tools"] {
         assert_eq!(
@@ -122,4 +111,21 @@ pub(crate) async fn sciences(stack: &Stack) -> i64 {
             stack.db.ids.hill
         ))
         .await
+}
+
+/// Every write happened exactly once: audit rows = distinct write call ids = inbox rows = `writes`,
+/// however often a call was delivered.
+pub(crate) async fn writes_once(stack: &Stack, writes: i64) {
+    let audit = stack
+        .count("SELECT count(*) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let distinct = stack
+        .count("SELECT count(DISTINCT call_id) FROM audit_log WHERE call_id IS NOT NULL")
+        .await;
+    let inbox = stack.count("SELECT count(*) FROM tool_call_inbox").await;
+    assert_eq!(
+        (audit, distinct, inbox),
+        (writes, writes, writes),
+        "audit rows = distinct write call ids = inbox rows = the writes made"
+    );
 }
