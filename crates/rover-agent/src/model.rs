@@ -1,5 +1,9 @@
-//! The model client: async-openai against any OpenAI-compatible endpoint, streaming, with a
-//! deadline per request and bounded retries on transport errors before anything was streamed.
+//! The model client: async-openai against an ordered list of OpenAI-compatible endpoints
+//! (the primary, then `model.fallbacks`), streaming, with a deadline per request and per chunk
+//! gap. Before the first chunk, an overloaded, broken or silent endpoint (429, 5xx, timeouts,
+//! dropped connections) is retried with backoff, then the next endpoint is tried; a refusal
+//! (401/403 and the other 4xx) fails at once, since asking again cannot change the answer.
+//! Each attempt is its own `rover.model.attempt` span, so the trace shows every one.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -7,9 +11,22 @@ use std::time::Duration;
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
+use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::CreateChatCompletionStreamResponse;
 use futures::{Stream, StreamExt as _};
 use serde_json::{Value, json};
+use tracing::Instrument as _;
+
+/// One OpenAI-compatible endpoint and the model to ask there.
+#[derive(Debug, Clone)]
+pub struct ModelEndpoint {
+    /// Base URL ending in `/v1`.
+    pub base_url: String,
+    /// API key.
+    pub api_key: String,
+    /// Model name sent with each request.
+    pub model: String,
+}
 
 /// Where the model is and how patient to be with it.
 #[derive(Debug, Clone)]
@@ -20,18 +37,30 @@ pub struct ModelOptions {
     pub api_key: String,
     /// Model name sent with each request.
     pub model: String,
+    /// Endpoints tried, in order, when the one before failed before its first chunk.
+    pub fallbacks: Vec<ModelEndpoint>,
     /// Deadline for the response to start, and for each gap between chunks.
     pub timeout: Duration,
-    /// Attempts on transport errors before the first chunk (at least 1).
+    /// Attempts per endpoint on retryable failures before the first chunk (at least 1).
     pub attempts: u32,
+    /// Wait before the second attempt; it doubles for each attempt after that (capped at 8×).
+    pub backoff: Duration,
 }
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    /// The endpoint could not be reached or answered with an error.
+    /// The endpoint could not be reached or answered with an error worth retrying.
     #[error("the model endpoint failed: {0}")]
     Transport(String),
+    /// The endpoint refused the request (authentication, a bad request): retrying cannot help.
+    #[error("the model endpoint refused the request ({status}): {message}")]
+    Refused {
+        /// The HTTP status, or `4xx` when the response carried no readable status.
+        status: String,
+        /// What the endpoint said.
+        message: String,
+    },
     /// No chunk arrived within the deadline.
     #[error("the model did not answer within {0:?}")]
     Timeout(Duration),
@@ -43,43 +72,100 @@ pub enum ModelError {
     Journal(String),
 }
 
+impl ModelError {
+    /// Whether asking again (here or at the next endpoint) may succeed.
+    fn retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Transport(_) | Self::Timeout(_) | Self::Malformed(_)
+        )
+    }
+
+    /// The `error.type` a span records for this failure.
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Transport(_) => "transport",
+            Self::Refused { .. } => "refused",
+            Self::Timeout(_) => "timeout",
+            Self::Malformed(_) => "malformed",
+            Self::Journal(_) => "journal",
+        }
+    }
+}
+
 /// The stream of chunks of one model call.
 pub type ChunkStream =
     Pin<Box<dyn Stream<Item = Result<CreateChatCompletionStreamResponse, ModelError>> + Send>>;
 
-/// A cheap-to-clone client for one model endpoint.
+/// A started model call: its chunks, and which model is answering.
+pub struct ModelStream {
+    /// The chunks, the first of which has already arrived.
+    pub chunks: ChunkStream,
+    /// The model name of the endpoint that answered.
+    pub model: String,
+}
+
+impl std::fmt::Debug for ModelStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelStream")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cheap-to-clone client for the configured endpoints.
 #[derive(Debug, Clone)]
 pub struct ModelClient {
-    client: Client<OpenAIConfig>,
-    options: ModelOptions,
+    endpoints: Vec<(Client<OpenAIConfig>, ModelEndpoint)>,
+    timeout: Duration,
+    attempts: u32,
+    backoff: Duration,
 }
 
 impl ModelClient {
-    /// A client for the endpoint in `options`.
+    /// A client for the endpoints in `options`: the primary first, then the fallbacks.
     pub fn new(options: ModelOptions) -> Self {
-        let config = OpenAIConfig::new()
-            .with_api_base(options.base_url.clone())
-            .with_api_key(options.api_key.clone());
+        let primary = ModelEndpoint {
+            base_url: options.base_url,
+            api_key: options.api_key,
+            model: options.model,
+        };
+        // async-openai's default executor retries 429 and 5xx on its own, unseen and unbounded
+        // by our settings; a plain service leaves every attempt (and its span) to `stream`.
+        let http = reqwest::Client::new();
+        let endpoints = std::iter::once(primary)
+            .chain(options.fallbacks)
+            .map(|endpoint| {
+                let config = OpenAIConfig::new()
+                    .with_api_base(endpoint.base_url.clone())
+                    .with_api_key(endpoint.api_key.clone());
+                let client = Client::with_config(config)
+                    .with_http_service(ReqwestService::new(http.clone()));
+                (client, endpoint)
+            })
+            .collect();
         Self {
-            client: Client::with_config(config),
-            options,
+            endpoints,
+            timeout: options.timeout,
+            attempts: options.attempts.max(1),
+            backoff: options.backoff,
         }
     }
 
-    /// The model name requests carry.
+    /// The primary model's name.
     pub fn model(&self) -> &str {
-        &self.options.model
+        &self.endpoints[0].1.model
     }
 
-    /// Starts a streaming chat completion of `messages` offering `tools`; retries transport
-    /// failures up to the configured attempts; every gap between chunks is bounded by the timeout.
+    /// Starts a streaming chat completion of `messages` offering `tools`, waiting for its first
+    /// chunk: retryable failures are retried with backoff, then the next endpoint is tried; a
+    /// refusal fails at once. Every gap between chunks after the first is bounded by the timeout.
     pub async fn stream(
         &self,
         messages: &[Value],
         tools: &[Value],
-    ) -> Result<ChunkStream, ModelError> {
+    ) -> Result<ModelStream, ModelError> {
         let mut request = json!({
-            "model": self.options.model,
             "messages": messages,
             "stream": true,
             "stream_options": { "include_usage": true },
@@ -87,50 +173,148 @@ impl ModelClient {
         if !tools.is_empty() {
             request["tools"] = Value::Array(tools.to_vec());
         }
-        let attempts = self.options.attempts.max(1);
         let mut last = ModelError::Transport("no attempt was made".to_owned());
-        for attempt in 1..=attempts {
-            let started = tokio::time::timeout(
-                self.options.timeout,
-                self.client
-                    .chat()
-                    .create_stream_byot::<_, CreateChatCompletionStreamResponse>(request.clone()),
-            )
-            .await;
-            match started {
-                Ok(Ok(stream)) => return Ok(self.bounded(stream)),
-                Ok(Err(error)) => last = ModelError::Transport(describe(&error)),
-                Err(_) => last = ModelError::Timeout(self.options.timeout),
+        let mut tried = 0u32;
+        for (index, (client, endpoint)) in self.endpoints.iter().enumerate() {
+            request["model"] = Value::String(endpoint.model.clone());
+            for attempt in 1..=self.attempts {
+                if tried > 0 {
+                    tokio::time::sleep(self.backoff * 2u32.pow((tried - 1).min(3))).await;
+                }
+                tried += 1;
+                let span = tracing::info_span!(
+                    "rover.model.attempt",
+                    gen_ai.request.model = endpoint.model.as_str(),
+                    server.address = host(&endpoint.base_url),
+                    rover.model.endpoint = index,
+                    rover.model.attempt = attempt,
+                    error.type = tracing::field::Empty,
+                );
+                match self.start(client, &request).instrument(span.clone()).await {
+                    Ok(chunks) => {
+                        return Ok(ModelStream {
+                            chunks,
+                            model: endpoint.model.clone(),
+                        });
+                    }
+                    Err(error) => {
+                        span.record("error.type", error.kind());
+                        tracing::warn!(
+                            parent: &span,
+                            endpoint = index,
+                            attempt,
+                            attempts = self.attempts,
+                            %error,
+                            "model call failed before its first chunk"
+                        );
+                        if !error.retryable() {
+                            return Err(error);
+                        }
+                        last = error;
+                    }
+                }
             }
-            tracing::warn!(attempt, attempts, error = %last, "model call failed");
         }
         Err(last)
     }
 
-    fn bounded(
+    /// One attempt: the request, then its first chunk, each within the deadline.
+    async fn start(
         &self,
-        stream: Pin<
-            Box<dyn Stream<Item = Result<CreateChatCompletionStreamResponse, OpenAIError>> + Send>,
-        >,
-    ) -> ChunkStream {
-        let timeout = self.options.timeout;
-        Box::pin(futures::stream::unfold(
-            Some(stream),
-            move |state| async move {
-                let mut stream = state?;
-                match tokio::time::timeout(timeout, stream.next()).await {
-                    Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
-                    Ok(Some(Err(error))) => {
-                        Some((Err(ModelError::Malformed(describe(&error))), None))
-                    }
-                    Ok(None) => None,
-                    Err(_) => Some((Err(ModelError::Timeout(timeout)), None)),
-                }
-            },
-        ))
+        client: &Client<OpenAIConfig>,
+        request: &Value,
+    ) -> Result<ChunkStream, ModelError> {
+        let started = tokio::time::timeout(
+            self.timeout,
+            client
+                .chat()
+                .create_stream_byot::<_, CreateChatCompletionStreamResponse>(request.clone()),
+        )
+        .await;
+        let mut stream = match started {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return Err(classify(&error)),
+            Err(_) => return Err(ModelError::Timeout(self.timeout)),
+        };
+        match tokio::time::timeout(self.timeout, stream.next()).await {
+            Ok(Some(Ok(first))) => Ok(Box::pin(
+                futures::stream::once(async { Ok(first) }).chain(bounded(stream, self.timeout)),
+            )),
+            Ok(Some(Err(error))) => Err(ModelError::Transport(describe(&error))),
+            Ok(None) => Err(ModelError::Malformed(
+                "the stream ended before its first chunk".to_owned(),
+            )),
+            Err(_) => Err(ModelError::Timeout(self.timeout)),
+        }
     }
+}
+
+/// The rest of a stream, each gap between chunks bounded by `timeout`.
+fn bounded(
+    stream: Pin<
+        Box<dyn Stream<Item = Result<CreateChatCompletionStreamResponse, OpenAIError>> + Send>,
+    >,
+    timeout: Duration,
+) -> ChunkStream {
+    Box::pin(futures::stream::unfold(
+        Some(stream),
+        move |state| async move {
+            let mut stream = state?;
+            match tokio::time::timeout(timeout, stream.next()).await {
+                Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
+                Ok(Some(Err(error))) => Some((Err(ModelError::Malformed(describe(&error))), None)),
+                Ok(None) => None,
+                Err(_) => Some((Err(ModelError::Timeout(timeout)), None)),
+            }
+        },
+    ))
+}
+
+/// Sorts a failure to start a stream into worth retrying or not.
+fn classify(error: &OpenAIError) -> ModelError {
+    let refused = |status: String| ModelError::Refused {
+        status,
+        message: describe(error),
+    };
+    match error {
+        OpenAIError::ApiError(api) => match api.status_code.as_u16() {
+            408 | 409 | 429 | 500..=599 => ModelError::Transport(describe(error)),
+            _ => refused(api.status_code.to_string()),
+        },
+        OpenAIError::Reqwest(cause) => match cause.status() {
+            Some(status) if status.is_client_error() && !matches!(status.as_u16(), 408 | 429) => {
+                refused(status.to_string())
+            }
+            _ => ModelError::Transport(describe(error)),
+        },
+        // async-openai reads a 5xx body as text; a body it cannot read as the error object
+        // therefore came with another non-success status, a 4xx.
+        OpenAIError::JSONDeserialize(..) => refused("4xx".to_owned()),
+        OpenAIError::InvalidArgument(_) => refused("invalid request".to_owned()),
+        _ => ModelError::Transport(describe(error)),
+    }
+}
+
+/// The host part of a base URL, for `server.address`.
+fn host(base_url: &str) -> &str {
+    let rest = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest);
+    rest.split(['/', '?']).next().unwrap_or(rest)
 }
 
 fn describe(error: &OpenAIError) -> String {
     error.to_string().chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host;
+
+    #[test]
+    fn the_server_address_is_the_host_and_port_of_the_base_url() {
+        assert_eq!(host("http://127.0.0.1:8090/v1"), "127.0.0.1:8090");
+        assert_eq!(host("https://api.example.org/v1?x=1"), "api.example.org");
+        assert_eq!(host("localhost:1/v1"), "localhost:1");
+    }
 }

@@ -333,6 +333,7 @@ async fn run_loop(
             otel.kind = "client",
             gen_ai.operation.name = "chat",
             gen_ai.request.model = deps.model.model(),
+            gen_ai.response.model = tracing::field::Empty,
             gen_ai.agent.name = agent.name(),
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
@@ -462,18 +463,18 @@ async fn stream_step(
 ) -> Result<(String, Vec<Call>), ModelError> {
     let started = Instant::now();
     let mut usage = None;
+    let mut model = deps.model.model().to_owned();
     let streamed = async {
         let mut stream = deps.model.stream(conversation, tools).await?;
-        read_step(&mut stream, step, emit, &mut usage).await
+        tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
+        model = stream.model;
+        read_step(&mut stream.chunks, step, emit, &mut usage).await
     }
     .await;
     if let Some(metrics) = deps.metrics {
-        metrics.model.observe(
-            deps.model.model(),
-            streamed.is_ok(),
-            started.elapsed(),
-            usage,
-        );
+        metrics
+            .model
+            .observe(&model, streamed.is_ok(), started.elapsed(), usage);
     }
     if deps.capture_content
         && let Ok((text, _)) = &streamed

@@ -46,6 +46,18 @@ pub struct Config {
     pub first_token_delay: Duration,
     /// Delay between streamed chunks, for benchmarks.
     pub chunk_delay: Duration,
+    /// Answer the first chat requests with an HTTP error instead, for retry and fallback tests.
+    pub fail_first: Option<FailFirst>,
+}
+
+/// The first `count` chat completion requests are answered with HTTP `status` and an
+/// OpenAI-style error body, as an overloaded (429), broken (5xx) or refusing (401, 400) server would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailFirst {
+    /// How many requests fail before the double answers normally.
+    pub count: u32,
+    /// The HTTP status they fail with.
+    pub status: u16,
 }
 
 impl Config {
@@ -56,6 +68,7 @@ impl Config {
             rules,
             first_token_delay: Duration::ZERO,
             chunk_delay: Duration::ZERO,
+            fail_first: None,
         }
     }
 }
@@ -101,6 +114,10 @@ pub struct ScriptedSettings {
     pub first_token_delay_ms: u64,
     /// Milliseconds between chunks (`ROVER_SCRIPTED__CHUNK_DELAY_MS`).
     pub chunk_delay_ms: u64,
+    /// Fail this many chat requests first (`ROVER_SCRIPTED__FAIL_FIRST`), with `fail_status`.
+    pub fail_first: u32,
+    /// The HTTP status of those failures (`ROVER_SCRIPTED__FAIL_STATUS`, default 503).
+    pub fail_status: u16,
 }
 
 impl Default for ScriptedSettings {
@@ -111,6 +128,8 @@ impl Default for ScriptedSettings {
             model: DEFAULT_MODEL.to_owned(),
             first_token_delay_ms: 0,
             chunk_delay_ms: 0,
+            fail_first: 0,
+            fail_status: 503,
         }
     }
 }
@@ -138,6 +157,10 @@ impl ScriptedSettings {
             rules,
             first_token_delay: Duration::from_millis(self.first_token_delay_ms),
             chunk_delay: Duration::from_millis(self.chunk_delay_ms),
+            fail_first: (self.fail_first > 0).then_some(FailFirst {
+                count: self.fail_first,
+                status: self.fail_status,
+            }),
         })
     }
 }

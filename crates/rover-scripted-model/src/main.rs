@@ -36,6 +36,13 @@ struct Cli {
     /// Env: ROVER_SCRIPTED__CHUNK_DELAY_MS.
     #[arg(long, value_name = "MS")]
     chunk_delay_ms: Option<u64>,
+    /// Answer the first N chat requests with an HTTP error (retry and fallback tests).
+    /// Env: ROVER_SCRIPTED__FAIL_FIRST.
+    #[arg(long, value_name = "N")]
+    fail_first: Option<u32>,
+    /// The HTTP status of those errors (default 503). Env: ROVER_SCRIPTED__FAIL_STATUS.
+    #[arg(long, value_name = "STATUS")]
+    fail_status: Option<u16>,
 }
 
 #[tokio::main]
@@ -49,6 +56,8 @@ async fn main() -> anyhow::Result<()> {
     s.model = cli.model.unwrap_or(std::mem::take(&mut s.model));
     s.first_token_delay_ms = cli.first_token_delay_ms.unwrap_or(s.first_token_delay_ms);
     s.chunk_delay_ms = cli.chunk_delay_ms.unwrap_or(s.chunk_delay_ms);
+    s.fail_first = cli.fail_first.unwrap_or(s.fail_first);
+    s.fail_status = cli.fail_status.unwrap_or(s.fail_status);
     if cli.service.print_config {
         #[allow(clippy::print_stdout)]
         {

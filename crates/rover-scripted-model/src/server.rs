@@ -2,7 +2,7 @@
 //! body with its latency knobs and deliberate failures.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,6 +37,8 @@ struct Inner {
     requests: Mutex<Vec<Value>>,
     /// Numbers the responses (`chatcmpl-scripted-N`).
     responses: AtomicU64,
+    /// Chat requests failed on purpose so far (`Config::fail_first`).
+    failed: AtomicU32,
 }
 
 impl ScriptedModel {
@@ -47,6 +49,7 @@ impl ScriptedModel {
                 config,
                 requests: Mutex::new(Vec::new()),
                 responses: AtomicU64::new(0),
+                failed: AtomicU32::new(0),
             }),
         }
     }
@@ -165,6 +168,9 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
     }
 
     let config = &model.inner.config;
+    if let Some(response) = failing_on_purpose(&model) {
+        return response;
+    }
     let conversation = request.conversation();
     let decision = engine::decide(&config.rules, &conversation);
     let stream = request.stream.unwrap_or(false);
@@ -246,6 +252,42 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
         .header(header::CONTENT_TYPE, "application/json")
         .body(delayed_body(parts, delays, drop_connection))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The HTTP error a request gets while `Config::fail_first` still has failures to give.
+fn failing_on_purpose(model: &ScriptedModel) -> Option<Response> {
+    let fail = model.inner.config.fail_first?;
+    let failed = model.inner.failed.fetch_add(1, Ordering::Relaxed);
+    if failed >= fail.count {
+        return None;
+    }
+    let status = StatusCode::from_u16(fail.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let kind = match status.as_u16() {
+        401 | 403 => "authentication_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    };
+    tracing::info!(
+        status = status.as_u16(),
+        "scripted model test double failing on purpose"
+    );
+    Some(
+        (
+            status,
+            axum::Json(error_body(
+                &format!(
+                    "The scripted model test double answers {} on purpose ({} of {}).",
+                    status.as_u16(),
+                    failed + 1,
+                    fail.count
+                ),
+                kind,
+                Some("scripted_failure"),
+            )),
+        )
+            .into_response(),
+    )
 }
 
 fn reply_kind(reply: &Reply) -> &'static str {

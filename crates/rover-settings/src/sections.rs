@@ -131,6 +131,12 @@ pub struct ModelSettings {
     pub name: String,
     /// Deadline of one model request, in milliseconds.
     pub timeout_ms: u64,
+    /// Endpoints tried in order when the one before fails before its first chunk (429, 5xx,
+    /// a timeout, a dropped connection); a refusal (401/403, other 4xx) is not passed on.
+    pub fallbacks: Vec<ModelFallback>,
+    /// Wait before the second attempt of a model call, in milliseconds; doubled for each further
+    /// attempt (capped at 8×).
+    pub backoff_ms: u64,
 }
 
 impl Default for ModelSettings {
@@ -140,8 +146,22 @@ impl Default for ModelSettings {
             api_key: Secret::new("scripted".to_owned()),
             name: "rover-scripted".to_owned(),
             timeout_ms: 60_000,
+            fallbacks: Vec::new(),
+            backoff_ms: 250,
         }
     }
+}
+
+/// A fallback model endpoint (`model.fallbacks`, in order).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelFallback {
+    /// Base URL ending in `/v1`.
+    pub base_url: String,
+    /// API key; absent means the primary endpoint's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<Secret<String>>,
+    /// Model name sent to this endpoint.
+    pub name: String,
 }
 
 /// The gateway's Ed25519 public key, which turn identities must verify against (tool server, worker).

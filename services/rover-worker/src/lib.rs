@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::FutureExt as _;
-use rover_agent::model::{ModelClient, ModelOptions};
+use rover_agent::model::{ModelClient, ModelEndpoint, ModelOptions};
 use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{
@@ -155,8 +155,24 @@ impl App {
             base_url: settings.model.base_url.clone(),
             api_key: settings.model.api_key.expose().clone(),
             model: settings.model.name.clone(),
+            fallbacks: settings
+                .model
+                .fallbacks
+                .iter()
+                .map(|fallback| ModelEndpoint {
+                    base_url: fallback.base_url.clone(),
+                    api_key: fallback
+                        .api_key
+                        .as_ref()
+                        .unwrap_or(&settings.model.api_key)
+                        .expose()
+                        .clone(),
+                    model: fallback.name.clone(),
+                })
+                .collect(),
             timeout: Duration::from_millis(settings.model.timeout_ms),
             attempts: settings.agent.model_attempts,
+            backoff: Duration::from_millis(settings.model.backoff_ms),
         });
         let tools = ToolRpc {
             client: broker.rpc_client(RpcOptions {
