@@ -203,27 +203,25 @@ struct Outcome {
     finish: FinishReason,
 }
 
-/// Runs one turn of `agent` after `history` (OpenAI-format messages, no system message).
+/// Runs one turn of `agent` after `history` (OpenAI-format messages). A leading `system`
+/// message in `history` is the thread's summary (`compact::summary_message`): it is appended to
+/// the agent's system prompt, so the model sees one system message.
 pub async fn run_turn(
     agent: &Agent,
     history: Vec<Value>,
     input: &TurnInput,
     deps: TurnDeps<'_>,
 ) -> Result<TurnResult, ModelError> {
+    let mut history = history.into_iter().peekable();
+    let mut system = agent.system_prompt.clone();
+    if let Some(summary) = history.next_if(|m| m["role"] == "system") {
+        system.push_str("\n\n");
+        system.push_str(summary["content"].as_str().unwrap_or_default());
+    }
     let mut conversation = Vec::with_capacity(history.len() + 2);
-    conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
+    conversation.push(json!({ "role": "system", "content": system }));
     conversation.extend(history);
-    let first = match input {
-        TurnInput::Message { text } => json!({ "role": "user", "content": text }),
-        TurnInput::AskUserAnswer {
-            tool_call_id,
-            output,
-        } => {
-            let answer =
-                AgentToolResult::data(output.clone(), deps.context.call_scope().describe());
-            json!({ "role": "tool", "tool_call_id": tool_call_id, "content": answer.to_model_string() })
-        }
-    };
+    let first = input_message(input, deps.context);
     conversation.push(first.clone());
     let outcome = run_loop(agent, "", conversation, deps).await?;
     let mut messages = vec![first];
@@ -232,6 +230,21 @@ pub async fn run_turn(
         messages,
         finish: outcome.finish,
     })
+}
+
+/// The message a turn's input becomes: the staff member's text, or the answer to the `ask_user`
+/// call the thread waits on, as that call's result.
+pub fn input_message(input: &TurnInput, context: &RuntimeContext) -> Value {
+    match input {
+        TurnInput::Message { text } => json!({ "role": "user", "content": text }),
+        TurnInput::AskUserAnswer {
+            tool_call_id,
+            output,
+        } => {
+            let answer = AgentToolResult::data(output.clone(), context.call_scope().describe());
+            json!({ "role": "tool", "tool_call_id": tool_call_id, "content": answer.to_model_string() })
+        }
+    }
 }
 
 /// A tool call the model made, as assembled from the stream.

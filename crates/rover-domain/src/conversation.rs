@@ -44,6 +44,44 @@ pub async fn history(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<Value>, 
     .await?)
 }
 
+/// The thread's stored summary and how many history messages (from the start) it stands for;
+/// `None` until the thread is first compacted.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn summary(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+) -> Result<Option<(usize, String)>, DomainError> {
+    let row: Option<(i32, Option<String>)> =
+        sqlx::query_as("SELECT summary_covers, summary FROM threads WHERE id = $1")
+            .bind(thread.as_uuid())
+            .fetch_optional(tx.connection())
+            .await?;
+    Ok(row.and_then(|(covers, text)| Some((usize::try_from(covers).ok()?, text?))))
+}
+
+/// Stores the thread's summary, standing for its first `covers` history messages. A summary
+/// never moves backwards: one covering fewer messages than the stored one is ignored.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, covers))]
+pub async fn save_summary(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    covers: usize,
+    text: &str,
+) -> Result<(), DomainError> {
+    let covers = i32::try_from(covers)
+        .map_err(|_| DomainError::Invalid("The thread is too long to summarise.".to_owned()))?;
+    sqlx::query(
+        "UPDATE threads SET summary = $2, summary_covers = $3 \
+         WHERE id = $1 AND summary_covers <= $3",
+    )
+    .bind(thread.as_uuid())
+    .bind(text)
+    .bind(covers)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
 /// Appends a turn's messages to the thread's history.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %turn, count = messages.len()))]
 pub async fn append(

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::FutureExt as _;
+use rover_agent::compact::{self, Budget, Summary, Window};
 use rover_agent::model::{ModelClient, ModelEndpoint, ModelOptions};
 use rover_agent::sandbox::Sandbox;
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{
-    AgentMetrics, Emitted, Journal, Mounts, NewArtifact, StepPart, ToolRpc, TurnDeps, build_agent,
-    run_turn,
+    Agent, AgentMetrics, Emitted, Journal, Mounts, NewArtifact, StepPart, ToolRpc, TurnDeps,
+    build_agent, run_turn,
 };
 use rover_contracts::ErrorCode;
 use rover_contracts::identity::TurnVerifier;
@@ -33,6 +34,7 @@ use rover_settings::{
 };
 use rover_telemetry::metrics::{Metrics, TurnMetrics};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::resume::Continuation;
@@ -90,6 +92,13 @@ pub struct AgentSettings {
     /// The longest a turn may run, in milliseconds; it then ends with an error. RabbitMQ's
     /// `consumer_timeout` must be longer (see ARCHITECTURE.md, *Durable turns*).
     pub turn_timeout_ms: u64,
+    /// The most one model request may carry, in estimated tokens (system prompt, tool
+    /// definitions, the thread's summary and history, the new message; a quarter is left for
+    /// the turn's own steps). Older turns are summarised to stay under it.
+    pub context_budget_tokens: usize,
+    /// An earlier turn's tool result larger than this (estimated tokens) is sent as a stub
+    /// naming its call id; the full result stays stored with the thread.
+    pub tool_result_max_tokens: usize,
 }
 
 impl Default for AgentSettings {
@@ -101,6 +110,8 @@ impl Default for AgentSettings {
             step_limit: 8,
             model_attempts: 2,
             turn_timeout_ms: 10 * 60 * 1000,
+            context_budget_tokens: 32_000,
+            tool_result_max_tokens: 2_000,
         }
     }
 }
@@ -631,6 +642,9 @@ async fn run_request(
     let history = rover_domain::conversation::history(&mut tx, request.thread_id)
         .await
         .map_err(internal("history"))?;
+    let summary = rover_domain::conversation::summary(&mut tx, request.thread_id)
+        .await
+        .map_err(internal("summary"))?;
     tx.commit().await.map_err(internal("commit"))?;
     if let TurnInput::AskUserAnswer { tool_call_id, .. } = &request.input
         && rover_agent::pending_question(&history) != Some(tool_call_id.as_str())
@@ -713,6 +727,7 @@ async fn run_request(
             sandbox: sandbox.is_some(),
         },
     );
+    let history = window(shared, request, &agent, history, summary).await?;
     let deps = TurnDeps {
         model: &shared.model,
         tools: &shared.tools,
@@ -759,6 +774,70 @@ async fn run_request(
     .map_err(internal("append"))?;
     tx.commit().await.map_err(internal("commit"))?;
     Ok(result.finish)
+}
+
+/// The part of the thread's history this turn sends, under the context budget
+/// (`rover_agent::compact`). When it does not fit, the model first folds the oldest turns into
+/// the thread's stored summary.
+#[tracing::instrument(skip_all, fields(history = history.len(), summarised = tracing::field::Empty))]
+async fn window(
+    shared: &Shared,
+    request: &TurnRequest,
+    agent: &Agent,
+    history: Vec<Value>,
+    stored: Option<(usize, String)>,
+) -> Result<Vec<Value>, Failure> {
+    let budget = Budget {
+        max_tokens: shared.settings.agent.context_budget_tokens,
+        tool_result_max_tokens: shared.settings.agent.tool_result_max_tokens,
+    };
+    let input = rover_agent::run::input_message(&request.input, &request.context);
+    let fixed = compact::fixed_cost(&agent.system_prompt, &agent.tool_definitions(), &input);
+    let mut summary = stored.map(|(covers, text)| Summary { covers, text });
+    // One summarising pass always fits (see `compact::fit`); the bound is a guard.
+    for _ in 0..3 {
+        let (from, to) = match compact::fit(&history, summary.as_ref(), fixed, budget) {
+            Window::Fits(messages) => return Ok(messages),
+            Window::TooLarge { fixed } => {
+                return Err(Failure {
+                    code: ErrorCode::InvalidRequest,
+                    message: format!(
+                        "This message, with Rover's instructions and tools (about {fixed} \
+                         tokens), is too long for the model's context. Please shorten it."
+                    ),
+                });
+            }
+            Window::Summarise { from, to } => (from, to),
+        };
+        tracing::Span::current().record("summarised", to);
+        let previous = summary.as_ref().map(|s| s.text.as_str());
+        let text = compact::summarise(&shared.model, previous, &history[from..to], budget)
+            .await
+            .map_err(|e| Failure {
+                code: ErrorCode::ModelError,
+                message: format!("The assistant's model failed while summarising the thread: {e}"),
+            })?;
+        let saved = async {
+            let mut tx =
+                rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id)
+                    .await?;
+            rover_domain::conversation::save_summary(&mut tx, request.thread_id, to, &text).await?;
+            tx.commit().await
+        };
+        saved.await.map_err(|error| {
+            tracing::error!(%error, "could not store the thread's summary");
+            Failure {
+                code: error.code(),
+                message: "The conversation could not be saved. Please try again.".to_owned(),
+            }
+        })?;
+        tracing::info!(covers = to, "the thread's oldest turns were summarised");
+        summary = Some(Summary { covers: to, text });
+    }
+    Err(Failure {
+        code: ErrorCode::Internal,
+        message: "The conversation could not be fitted to the model's context.".to_owned(),
+    })
 }
 
 async fn publish_event(publisher: &Publisher, exchange: &str, event: &TurnEvent) {

@@ -129,6 +129,8 @@ pub(crate) struct Knobs {
     pub(crate) step_limit: u32,
     /// Point the worker at another model endpoint (an unreachable one, say).
     pub(crate) model_url: Option<String>,
+    /// `agent.context_budget_tokens` and `agent.tool_result_max_tokens`, when not the defaults.
+    pub(crate) context: Option<(usize, usize)>,
 }
 
 impl Default for Knobs {
@@ -136,6 +138,7 @@ impl Default for Knobs {
         Self {
             step_limit: 8,
             model_url: None,
+            context: None,
         }
     }
 }
@@ -199,6 +202,10 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
     settings.agent.skills_dir = skills_dir();
     settings.agent.sandbox_dir = Some(sandboxes.0.clone());
     settings.agent.step_limit = knobs.step_limit;
+    if let Some((budget, tool_result)) = knobs.context {
+        settings.agent.context_budget_tokens = budget;
+        settings.agent.tool_result_max_tokens = tool_result;
+    }
     settings.identity.public_key_file = Some(keys.public_key_file());
     let worker = within("build the worker", rover_worker::App::build(settings))
         .await

@@ -5,5 +5,6 @@
 mod helpers;
 
 mod agents;
+mod compaction;
 mod failures;
 mod utterances;
