@@ -158,6 +158,8 @@ impl Stack {
             sandboxes.display().to_string(),
         );
         env.insert("ROVER_CHAT__KEEPALIVE_MS".into(), "1000".into());
+        // HS256 with the built-in development secret (what `Stack::token` signs with).
+        env.insert("ROVER_AUTH__DEVELOPMENT".into(), "true".into());
         for (key, value) in service_env {
             env.insert((*key).to_owned(), (*value).to_owned());
         }
@@ -303,7 +305,7 @@ impl Stack {
 
     /// A development bearer token for a demo user.
     pub(crate) fn token(&self, email: &str) -> String {
-        let settings = rover_gateway::AuthSettings::default();
+        let settings = rover_gateway::AuthSettings::development();
         rover_gateway::auth::dev_token(
             &settings,
             self.db.ids.user(email),

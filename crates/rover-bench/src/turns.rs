@@ -93,7 +93,7 @@ impl Stack {
             .as_str()
             .context("the gateway logged no address")?
             .parse()?;
-        let settings = rover_gateway::AuthSettings::default();
+        let settings = rover_gateway::AuthSettings::development();
         let token = rover_gateway::auth::dev_token(
             &settings,
             world.db.ids.user(SPEAKER),

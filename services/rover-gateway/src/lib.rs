@@ -67,6 +67,11 @@ pub struct GatewayHttp {
     pub request_timeout_ms: u64,
     /// How long open streams may run on after shutdown starts, in milliseconds.
     pub shutdown_grace_ms: u64,
+    /// The reverse proxies (addresses or CIDR ranges, e.g. `10.0.0.0/8`) whose
+    /// `X-Forwarded-For` is believed. A request from one of them is attributed to the last
+    /// address in that header that is not itself a trusted proxy; from anyone else, the header is
+    /// ignored and the peer address is the client. Empty (the default): the peer, always.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for GatewayHttp {
@@ -77,6 +82,7 @@ impl Default for GatewayHttp {
             max_json_depth: 32,
             request_timeout_ms: 30_000,
             shutdown_grace_ms: 30_000,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -87,7 +93,12 @@ impl Default for GatewayHttp {
 pub struct AuthSettings {
     /// `HS256` (development), `RS256`, `ES256` or `EdDSA`.
     pub algorithm: String,
-    /// The shared secret, for HS256.
+    /// Development mode (`ROVER_AUTH__DEVELOPMENT=true`): the only way the built-in HS256 secret
+    /// (printed in the source, so anyone can sign with it) is used, when `hs256_secret` is unset.
+    /// Outside it, HS256 needs a configured secret, and the built-in one is refused even when
+    /// configured explicitly.
+    pub development: bool,
+    /// The shared secret, for HS256 (unset: start-up fails, unless in development mode).
     pub hs256_secret: Option<Secret<String>>,
     /// A PEM public key file, for RS256/ES256/EdDSA.
     pub public_key_file: Option<PathBuf>,
@@ -101,9 +112,10 @@ pub struct AuthSettings {
     pub leeway_secs: u64,
     /// Lifetime of tokens printed by `rover-gateway token`, in seconds.
     pub dev_token_ttl_secs: u64,
-    /// Rejected bearer tokens a client address may send per window before it is refused with 429
-    /// (and `Retry-After`) without any verification work until the window ends; `0` turns the
-    /// limit off. Counted per peer address and per replica; successful requests do not count.
+    /// Rejected bearer tokens a client address may send per window; beyond it, its rejected
+    /// tokens get 429 (and `Retry-After`) instead of 401 until the window ends. A valid token is
+    /// never refused by this limit (tokens are verified first). Counted per client address (see
+    /// `http.trusted_proxies`) and per replica; `0` turns the limit off.
     pub max_failures_per_window: u32,
     /// The window of `max_failures_per_window`, in seconds.
     pub failure_window_secs: u64,
@@ -115,7 +127,8 @@ impl Default for AuthSettings {
     fn default() -> Self {
         Self {
             algorithm: "HS256".to_owned(),
-            hs256_secret: Some(Secret::new("rover-development-secret-change-me".to_owned())),
+            development: false,
+            hs256_secret: None,
             public_key_file: None,
             jwks_url: None,
             issuer: "rover-dev".to_owned(),
@@ -125,6 +138,17 @@ impl Default for AuthSettings {
             max_failures_per_window: 20,
             failure_window_secs: 60,
             failure_clients_tracked: 10_000,
+        }
+    }
+}
+
+impl AuthSettings {
+    /// The defaults in development mode: HS256 with the built-in development secret (what
+    /// `make run`, the tests and the benchmarks use).
+    pub fn development() -> Self {
+        Self {
+            development: true,
+            ..Self::default()
         }
     }
 }
@@ -217,6 +241,8 @@ impl App {
         let signer = settings.identity.signer()?;
         let auth = auth::Authenticator::new(&settings.auth)
             .context("Failed to set up token verification")?;
+        let proxies = limits::TrustedProxies::parse(&settings.http.trusted_proxies)
+            .map_err(anyhow::Error::msg)?;
         let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-gateway")
@@ -230,6 +256,7 @@ impl App {
         let turns = limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
         let state = AppState(Arc::new(Shared {
             turns,
+            proxies,
             settings,
             pool,
             broker,

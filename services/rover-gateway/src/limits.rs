@@ -1,9 +1,11 @@
-//! In-process limits of one gateway replica: open turns per user ([`TurnSlots`]) and bearer-token
-//! failures per client address ([`FailureLimiter`]). Both are small maps behind a mutex that is
-//! never held across an `.await`; both are per replica, so N replicas allow up to N times as much.
+//! In-process limits of one gateway replica: open streams per user ([`TurnSlots`]) and bearer-token
+//! failures per client address ([`FailureLimiter`]), and who that client is ([`TrustedProxies`]).
+//! Both limits are small maps behind a mutex that is never held across an `.await`; both are per
+//! replica, so N replicas allow up to N times as much.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -74,12 +76,64 @@ impl Drop for TurnSlot {
     }
 }
 
-/// Counts failed bearer tokens per client address in fixed windows; a client over the limit is
-/// refused before any verification work until its window ends.
+/// The reverse proxies whose `X-Forwarded-For` header names the client (`http.trusted_proxies`).
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Parses addresses (`10.1.2.3`) and CIDR ranges (`10.0.0.0/8`); anything else is an error
+    /// naming the entry.
+    pub fn parse(entries: &[String]) -> Result<Self, String> {
+        entries
+            .iter()
+            .map(|entry| {
+                let entry = entry.trim();
+                ipnet::IpNet::from_str(entry)
+                    .or_else(|_| IpAddr::from_str(entry).map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        format!("http.trusted_proxies: `{entry}` is not an address or CIDR range")
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    fn trusts(&self, address: IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(&address))
+    }
+
+    /// The client a request came from: the peer, unless the peer is a trusted proxy; then the
+    /// last `X-Forwarded-For` address (every proxy appends the address it was called from) that
+    /// is not a trusted proxy itself. Only the trusted part of the header is believed: what a
+    /// client wrote in front of it is never reached.
+    pub fn client(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let mut client = peer;
+        for hop in forwarded_for.unwrap_or_default().rsplit(',') {
+            match IpAddr::from_str(hop.trim()) {
+                Ok(address) => {
+                    client = address;
+                    if !self.trusts(address) {
+                        break;
+                    }
+                }
+                // A hop that is no address: the proxy that wrote it is the last one believed.
+                Err(_) => break,
+            }
+        }
+        client
+    }
+}
+
+/// Counts failed bearer tokens per client address in fixed windows; a client over the limit gets
+/// 429 instead of 401 for its failures until its window ends.
 ///
-/// Keyed by the peer address only, not by the token's (unverified) subject: anyone can write any
-/// subject into a forged token, so a subject key would let an attacker lock a real user out.
-/// Successful requests neither count nor reset the count. The map holds at most `capacity`
+/// Tokens are verified before the limit is consulted, so a valid token is never refused by it:
+/// behind a NAT or an ingress, one client's bad tokens cannot lock the others out. Keyed by the
+/// client address (see [`TrustedProxies`]), not by the token's (unverified) subject: anyone can
+/// write any subject into a forged token. Successful requests neither count nor reset the count. The map holds at most `capacity`
 /// clients; when it is full of live windows, a new client is not tracked (it fails open) rather
 /// than evicting one that is being limited.
 #[derive(Debug)]
@@ -221,6 +275,34 @@ mod tests {
         limiter.record_failure(ip(3), later);
         assert!(limiter.check(ip(3), later).is_err());
         assert_eq!(limiter.clients.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_trusted_proxies() {
+        let proxies =
+            TrustedProxies::parse(&["10.0.0.0/8".to_owned(), "192.168.1.1".to_owned()]).unwrap();
+        let client = IpAddr::from([203, 0, 113, 7]);
+        let outsider = IpAddr::from([198, 51, 100, 1]);
+        // From a trusted proxy: the last untrusted hop, whatever the client put in front of it.
+        assert_eq!(
+            proxies.client(ip(9), Some("1.2.3.4, 203.0.113.7, 10.0.0.5")),
+            client
+        );
+        assert_eq!(
+            proxies.client(IpAddr::from([192, 168, 1, 1]), Some("203.0.113.7")),
+            client
+        );
+        // From anyone else the header is ignored.
+        assert_eq!(proxies.client(outsider, Some("203.0.113.7")), outsider);
+        // A trusted proxy without the header, or with garbage, is the client itself.
+        assert_eq!(proxies.client(ip(9), None), ip(9));
+        assert_eq!(proxies.client(ip(9), Some("not-an-ip")), ip(9));
+        // No trusted proxies (the default): always the peer.
+        assert_eq!(
+            TrustedProxies::default().client(ip(9), Some("203.0.113.7")),
+            ip(9)
+        );
+        assert!(TrustedProxies::parse(&["10.0.0.0/33".to_owned()]).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 
 use crate::Settings;
 use crate::auth::Authenticator;
-use crate::limits::TurnSlots;
+use crate::limits::{TrustedProxies, TurnSlots};
 
 /// Cheap to clone; handlers get it through axum's `State`.
 #[derive(Debug, Clone)]
@@ -38,6 +38,8 @@ pub struct Shared {
     pub registry: Metrics,
     /// Open turns per user on this replica (`chat.max_concurrent_turns_per_user`).
     pub turns: Arc<TurnSlots>,
+    /// Whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
+    pub proxies: TrustedProxies,
 }
 
 impl std::ops::Deref for AppState {

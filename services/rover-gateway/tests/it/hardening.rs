@@ -1,7 +1,8 @@
 //! Hardened inputs: every error the gateway emits — its own and axum's — is the one JSON error
 //! shape; chat messages, their parts and attachments and every JSON body's nesting are bounded;
 //! a user's open turns are limited per replica (429 + `Retry-After`); a client sending bad tokens
-//! is slowed to 429 before any verification. Also: REST with another school's ids.
+//! is slowed to 429 while valid tokens from the same address still pass, and `X-Forwarded-For` is
+//! believed only from a trusted proxy. Also: REST with another school's ids.
 
 use std::net::SocketAddr;
 
@@ -298,10 +299,16 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
         .parse()
         .unwrap();
     assert!((1..=rest.state.settings.auth.failure_window_secs).contains(&retry_after));
-    // Refused before verification: even a valid token from that address waits out the window.
-    let limited = rest.send(from([10, 0, 0, 2], &good)).await;
+    // Verified first: a valid token from that very address (a school behind one NAT) passes.
+    for _ in 0..3 {
+        assert_eq!(
+            rest.send(from([10, 0, 0, 2], &good)).await.status,
+            StatusCode::OK
+        );
+    }
+    let still_limited = rest.send(from([10, 0, 0, 2], "not.a.token")).await;
     expect_error(
-        &limited,
+        &still_limited,
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
     );
@@ -312,6 +319,94 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
     );
     let other_bad = rest.send(from([10, 0, 0, 3], "not.a.token")).await;
     assert_eq!(other_bad.status, StatusCode::UNAUTHORIZED);
+}
+
+/// A request for `/api/staff` from `peer` with `token` and, if given, `X-Forwarded-For`.
+fn staff_request(peer: [u8; 4], forwarded_for: Option<&str>, token: &str) -> Request<Body> {
+    let mut request =
+        Request::get("/api/staff").header(header::AUTHORIZATION, format!("Bearer {token}"));
+    if let Some(forwarded_for) = forwarded_for {
+        request = request.header("x-forwarded-for", forwarded_for);
+    }
+    let mut request = request.body(Body::empty()).unwrap();
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from((peer, 40_000))));
+    request
+}
+
+#[tokio::test]
+async fn forwarded_for_names_the_client_only_behind_a_trusted_proxy() {
+    let rest = spawn_rest_with(|settings| {
+        settings.http.trusted_proxies = vec!["10.9.0.0/16".to_owned()];
+    })
+    .await;
+    let max = rest.state.settings.auth.max_failures_per_window;
+    let good = rest.token(ADMIN);
+    // An untrusted peer cannot dodge the limit by inventing a new X-Forwarded-For each time.
+    for n in 0..max {
+        let spoofed = format!("203.0.113.{n}");
+        let reply = rest
+            .send(staff_request([10, 1, 0, 1], Some(&spoofed), "not.a.token"))
+            .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    }
+    let reply = rest
+        .send(staff_request(
+            [10, 1, 0, 1],
+            Some("198.51.100.99"),
+            "not.a.token",
+        ))
+        .await;
+    expect_error(
+        &reply,
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+
+    // Behind the trusted ingress, each client is its own X-Forwarded-For address: one client's
+    // failures limit that client, not everyone the ingress forwards.
+    for _ in 0..max {
+        let reply = rest
+            .send(staff_request(
+                [10, 9, 0, 1],
+                Some("1.1.1.1, 203.0.113.5"),
+                "not.a.token",
+            ))
+            .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    }
+    let limited = rest
+        .send(staff_request(
+            [10, 9, 0, 2],
+            Some("203.0.113.5"),
+            "not.a.token",
+        ))
+        .await;
+    expect_error(
+        &limited,
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+    let other = rest
+        .send(staff_request(
+            [10, 9, 0, 1],
+            Some("203.0.113.6"),
+            "not.a.token",
+        ))
+        .await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNAUTHORIZED,
+        "another client behind the ingress"
+    );
+    assert_eq!(
+        rest.send(staff_request([10, 9, 0, 1], Some("203.0.113.5"), &good))
+            .await
+            .status,
+        StatusCode::OK,
+        "the limited client's valid token still passes"
+    );
 }
 
 #[tokio::test]

@@ -71,6 +71,7 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
     let db = TestDb::new().await;
     let keys = TurnKeys::generate();
     let mut settings = Settings::default();
+    settings.auth.development = true;
     configure(&mut settings);
     settings.amqp.url = Secret::new(vhost.url());
     settings.database.url = Secret::new(db.app_url().to_owned());
@@ -84,8 +85,11 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
     let (metrics, registry) = rover_gateway::observe::metrics();
     let turns = rover_gateway::limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
+    let proxies = rover_gateway::limits::TrustedProxies::parse(&settings.http.trusted_proxies)
+        .expect("the trusted proxies parse");
     let state = AppState(Arc::new(Shared {
         turns,
+        proxies,
         settings,
         pool: db.pool.clone(),
         broker,
