@@ -87,6 +87,10 @@ impl Stack {
             "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER".into(),
             "0".into(),
         );
+        gateway_env.insert(
+            "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL".into(),
+            "0".into(),
+        );
         let (gateway, line) = Service::start("rover-gateway", &[], &gateway_env, ready)?;
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]

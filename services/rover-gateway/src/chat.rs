@@ -24,7 +24,7 @@ use futures::StreamExt as _;
 use rover_contracts::ErrorCode;
 use rover_contracts::context::Attachment;
 use rover_contracts::identity::TurnGrant;
-use rover_contracts::ids::{CampusId, ThreadId, TurnId};
+use rover_contracts::ids::{CampusId, SchoolId, ThreadId, TurnId};
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{ConsumerHandle, ConsumerOptions, Outcome, OutgoingMessage};
 use rover_telemetry::metrics::{Gauge, Histogram};
@@ -35,7 +35,7 @@ use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::limits::TurnSlot;
+use crate::limits::StreamSlot;
 use crate::observe::{TRACE_HEADER, current_trace_id};
 use crate::state::AppState;
 use crate::{Settings, caller, input};
@@ -275,17 +275,6 @@ async fn post_chat(
         campus,
     } = parse_chat_request(&body, &InputLimits::from(&state.settings))?;
     let campus = campus_choice(campus, &headers)?;
-    // Counted from here until the stream ends or is dropped; released early on any error below.
-    let slot = state.turns.try_acquire(principal.user_id).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "You already have {} replies in progress. Wait for one to finish, then try again.",
-                state.settings.chat.max_concurrent_turns_per_user
-            ),
-        )
-        .retry_after(state.settings.chat.busy_retry_after_secs)
-    })?;
     let turn = TurnId::new();
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
@@ -295,9 +284,20 @@ async fn post_chat(
     let mut tx = caller::tenant(&state, &principal).await?;
     let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
     rover_domain::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    // Counted until the worker ends the turn — a client that goes away frees nothing.
+    rover_domain::conversation::open_turn(
+        &mut tx,
+        thread,
+        turn,
+        principal.user_id,
+        turn_limits(&state.settings),
+    )
+    .await?
+    .map_err(|refused| refusal(&state.settings, refused))?;
     rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
     tx.commit().await?;
 
+    let school = caller.school;
     let grant = TurnGrant {
         turn_id: turn,
         thread_id: thread,
@@ -321,23 +321,33 @@ async fn post_chat(
     };
 
     // Subscribe before publishing, so no event can slip past.
-    let (subscription, events) = subscribe(&state, turn).await?;
+    let (subscription, events) = match subscribe(&state, turn).await {
+        Ok(subscribed) => subscribed,
+        Err(error) => {
+            close_unpublished(&state, school, turn).await;
+            return Err(error);
+        }
+    };
     let message = OutgoingMessage::new(wire::encode(&request)).with_message_id(turn.to_string());
-    state
+    let published = state
         .publisher
         .publish(
             &state.topology.turns_exchange(),
             rover_messaging::TURN_ROUTING_KEY,
             message,
         )
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "could not publish the turn");
-            ApiError::new(
-                ErrorCode::Unavailable,
-                "The assistant is unavailable right now. Please try again.",
-            )
-        })?;
+        .await;
+    if let Err(error) = published {
+        // Unroutable, or nacked because the turns queue is full (`x-overflow: reject-publish`):
+        // the turn never started, so it must not count against anyone.
+        tracing::error!(%error, "could not publish the turn");
+        close_unpublished(&state, school, turn).await;
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "The assistant is unavailable right now. Please try again.",
+        )
+        .retry_after(state.settings.chat.busy_retry_after_secs));
+    }
     tracing::info!(%turn, %thread, "turn published");
     state.metrics.turns_published.inc();
     Ok(stream_response(
@@ -348,8 +358,52 @@ async fn post_chat(
         Some(subscription),
         events,
         Some(requested),
-        Some(slot),
+        None,
     ))
+}
+
+/// The open-turn limits from settings; an open turn counts at most as long as its identity lives.
+fn turn_limits(settings: &Settings) -> rover_domain::conversation::TurnLimits {
+    rover_domain::conversation::TurnLimits {
+        per_user: settings.chat.max_concurrent_turns_per_user,
+        per_school: settings.chat.max_concurrent_turns_per_school,
+        ttl: Duration::from_secs(settings.identity.ttl_secs),
+    }
+}
+
+/// The answer to a turn that may not start: 409 on a busy thread, 429 over a limit.
+fn refusal(settings: &Settings, refused: rover_domain::conversation::TurnRefused) -> ApiError {
+    use rover_domain::conversation::TurnRefused;
+    let busy = |message: String| {
+        ApiError::new(ErrorCode::RateLimited, message)
+            .retry_after(settings.chat.busy_retry_after_secs)
+    };
+    match refused {
+        TurnRefused::ThreadBusy => ApiError::new(
+            ErrorCode::TurnInProgress,
+            "This chat already has a reply in progress. Wait for it to finish, then send again.",
+        ),
+        TurnRefused::UserBusy => busy(format!(
+            "You already have {} replies in progress. Wait for one to finish, then try again.",
+            settings.chat.max_concurrent_turns_per_user
+        )),
+        TurnRefused::SchoolBusy => busy(
+            "Your school has too many replies in progress right now. Please try again shortly."
+                .to_owned(),
+        ),
+    }
+}
+
+/// Closes a turn that was opened but never published, so it does not count until it expires.
+async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
+    let closed = async {
+        let mut tx = rover_domain::begin_tenant(&state.pool, school).await?;
+        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+        tx.commit().await
+    };
+    if let Err(error) = closed.await {
+        tracing::warn!(%error, %turn, "could not close an unpublished turn; it expires by itself");
+    }
 }
 
 async fn resume(
@@ -449,7 +503,7 @@ fn stream_response(
     subscription: Option<ConsumerHandle>,
     live: mpsc::UnboundedReceiver<TurnEvent>,
     requested: Option<Instant>,
-    slot: Option<TurnSlot>,
+    slot: Option<StreamSlot>,
 ) -> Response {
     let settings = &state.settings.chat;
     let idle = Duration::from_millis(settings.idle_timeout_ms);
@@ -518,7 +572,7 @@ struct StreamState {
     first_token: Option<(Instant, Histogram)>,
     _open: OpenStream,
     /// The caller's open-turn slot (POST only), held for as long as the stream lives.
-    _slot: Option<TurnSlot>,
+    _slot: Option<StreamSlot>,
 }
 
 /// Counts a stream in the open-streams gauge for as long as it lives.

@@ -200,11 +200,17 @@ pub struct ChatSettings {
     pub max_parts: usize,
     /// Most file attachments in one chat message (413 beyond).
     pub max_attachments: usize,
-    /// Most turns one user may have open at once on this replica: from the POST until its stream
-    /// ends or the client goes away (the turn itself runs on). Beyond it, 429 with `Retry-After`.
-    /// Per replica, so a user can open this many on each gateway; `0` means no limit.
-    pub max_concurrent_turns_per_user: usize,
-    /// The `Retry-After` sent with a 429 for too many open turns, in seconds.
+    /// Most turns one user may have queued or running at once, across every gateway replica
+    /// (counted in Postgres from the POST until the worker ends the turn, whatever the client
+    /// does meanwhile). Beyond it, 429 with `Retry-After`; `0` means no limit.
+    pub max_concurrent_turns_per_user: u32,
+    /// Most turns one school may have queued or running at once, across every replica, so one
+    /// school cannot fill the turns queue for the others; `0` means no limit.
+    pub max_concurrent_turns_per_school: u32,
+    /// Most resumed streams (`GET /api/chat/{id}/stream`) one user may have open at once on this
+    /// replica; beyond it, 429 with `Retry-After`. `0` means no limit.
+    pub max_resumes_per_user: usize,
+    /// The `Retry-After` sent with a 429 for too many open turns or streams, in seconds.
     pub busy_retry_after_secs: u64,
 }
 
@@ -217,6 +223,8 @@ impl Default for ChatSettings {
             max_parts: 64,
             max_attachments: 8,
             max_concurrent_turns_per_user: 4,
+            max_concurrent_turns_per_school: 200,
+            max_resumes_per_user: 4,
             busy_retry_after_secs: 5,
         }
     }
@@ -253,9 +261,9 @@ impl App {
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
         let (metrics, registry) = observe::metrics();
-        let turns = limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
+        let resumes = limits::StreamSlots::new(settings.chat.max_resumes_per_user);
         let state = AppState(Arc::new(Shared {
-            turns,
+            resumes,
             proxies,
             settings,
             pool,

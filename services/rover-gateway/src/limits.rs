@@ -1,4 +1,4 @@
-//! In-process limits of one gateway replica: open streams per user ([`TurnSlots`]) and bearer-token
+//! In-process limits of one gateway replica: open streams per user ([`StreamSlots`]) and bearer-token
 //! failures per client address ([`FailureLimiter`]), and who that client is ([`TrustedProxies`]).
 //! Both limits are small maps behind a mutex that is never held across an `.await`; both are per
 //! replica, so N replicas allow up to N times as much.
@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 
 use rover_contracts::ids::UserId;
 
-/// How many turns each user has open on this replica, bounded by `max` per user.
+/// How many streams (resumed turns) each user has open on this replica, bounded by `max` per user.
 #[derive(Debug)]
-pub struct TurnSlots {
+pub struct StreamSlots {
     max: usize,
-    /// Users with at least one open turn; an entry goes when its count reaches zero.
+    /// Users with at least one open stream; an entry goes when its count reaches zero.
     open: Mutex<HashMap<UserId, usize>>,
 }
 
-impl TurnSlots {
-    /// At most `max` open turns per user; `0` means no limit.
+impl StreamSlots {
+    /// At most `max` open streams per user; `0` means no limit.
     pub fn new(max: usize) -> Arc<Self> {
         Arc::new(Self {
             max,
@@ -28,9 +28,9 @@ impl TurnSlots {
         })
     }
 
-    /// A slot for one more turn of `user`, or `None` when they already have `max` open. The turn
-    /// counts until the slot is dropped.
-    pub fn try_acquire(self: &Arc<Self>, user: UserId) -> Option<TurnSlot> {
+    /// A slot for one more stream of `user`, or `None` when they already have `max` open. The
+    /// stream counts until the slot is dropped.
+    pub fn try_acquire(self: &Arc<Self>, user: UserId) -> Option<StreamSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(user).or_default();
         if self.max > 0 && *count >= self.max {
@@ -40,27 +40,27 @@ impl TurnSlots {
             return None;
         }
         *count += 1;
-        Some(TurnSlot {
+        Some(StreamSlot {
             slots: Arc::clone(self),
             user,
         })
     }
 
-    /// How many turns `user` has open on this replica.
+    /// How many streams `user` has open on this replica.
     pub fn open(&self, user: UserId) -> usize {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.get(&user).copied().unwrap_or(0)
     }
 }
 
-/// One open turn; releases itself when dropped (the stream ended or the client went away).
+/// One open stream; releases itself when dropped (the stream ended or the client went away).
 #[derive(Debug)]
-pub struct TurnSlot {
-    slots: Arc<TurnSlots>,
+pub struct StreamSlot {
+    slots: Arc<StreamSlots>,
     user: UserId,
 }
 
-impl Drop for TurnSlot {
+impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = self
             .slots
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_user_gets_max_slots_and_a_dropped_slot_frees_one() {
-        let slots = TurnSlots::new(2);
+        let slots = StreamSlots::new(2);
         let user = UserId::new();
         let a = slots.try_acquire(user).expect("first");
         let _b = slots.try_acquire(user).expect("second");
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn released_users_leave_the_map() {
-        let slots = TurnSlots::new(1);
+        let slots = StreamSlots::new(1);
         let user = UserId::new();
         drop(slots.try_acquire(user));
         assert!(slots.open.lock().unwrap().is_empty());

@@ -12,6 +12,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use rover_contracts::ErrorCode;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use uuid::Uuid;
 
 use crate::rest::{ADMIN, Reply, Rest, spawn_rest, spawn_rest_with};
 
@@ -203,61 +204,139 @@ async fn chat_messages_parts_attachments_and_nesting_are_bounded() {
     assert_eq!(rest.count("audit_log").await, 0);
 }
 
-#[tokio::test]
-async fn a_user_over_the_open_turn_limit_gets_429_with_retry_after_and_nothing_starts() {
-    let rest = spawn_rest().await;
-    let admin = rest.db.ids.user(ADMIN);
-    let max = rest.state.settings.chat.max_concurrent_turns_per_user;
-    assert!(max > 0);
-    // `max` turns already open for the admin on this replica.
-    let open: Vec<_> = (0..max)
-        .map(|_| rest.state.turns.try_acquire(admin).expect("a slot"))
-        .collect();
-    let request = || {
-        rest.request(Method::POST, "/api/chat", Some(ADMIN))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(chat_body(
-                json!([{ "type": "text", "text": "List the departments" }]),
-            )))
-            .unwrap()
-    };
-    let response = rest.router.clone().oneshot(request()).await.unwrap();
-    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-    let retry_after = response.headers()[header::RETRY_AFTER]
+fn retry_after(headers: &axum::http::HeaderMap) -> u64 {
+    headers[header::RETRY_AFTER]
         .to_str()
         .unwrap()
-        .parse::<u64>()
-        .unwrap();
-    assert_eq!(retry_after, rest.state.settings.chat.busy_retry_after_secs);
-    let refused = rest.send(request()).await;
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_users_open_turns_are_counted_until_the_turn_ends_not_until_the_client_leaves() {
+    let rest = spawn_rest_with(|s| s.chat.max_concurrent_turns_per_user = 2).await;
+    // Two turns started; their clients went away at once (the streams were dropped).
+    for chat in ["c1", "c2"] {
+        let (status, _, body) = rest.start_turn(ADMIN, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    assert_eq!(rest.count("open_turns").await, 2);
+    let (status, headers, body) = rest.start_turn(ADMIN, "c3").await;
+    let refused = Reply { status, body };
     expect_error(
         &refused,
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
     );
-    assert_eq!(rest.count("threads").await, 0, "nothing started");
-    assert_eq!(rest.state.turns.open(admin), max, "a refusal holds no slot");
-
-    // Another user is not affected; and the admin gets past the limit once a turn ends.
-    let other = rest
-        .send(
-            rest.request(Method::POST, "/api/chat", Some("dos@hill.school"))
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(chat_body(
-                    json!([{ "type": "text", "text": "hi" }]),
-                )))
-                .unwrap(),
-        )
-        .await;
-    assert_ne!(
-        other.status,
-        StatusCode::TOO_MANY_REQUESTS,
-        "{}",
-        other.body
+    assert_eq!(
+        retry_after(&headers),
+        rest.state.settings.chat.busy_retry_after_secs
     );
-    drop(open);
-    let after = rest.router.clone().oneshot(request()).await.unwrap();
-    assert_ne!(after.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(rest.count("open_turns").await, 2, "a refusal opens nothing");
+    // Another user is not affected.
+    let (status, _, body) = rest.start_turn("dos@hill.school", "c4").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Once the worker ends the admin's turns, they may start again.
+    rest.finish_turns_of(ADMIN).await;
+    let (status, _, body) = rest.start_turn(ADMIN, "c3").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_second_message_on_a_chat_whose_reply_is_in_progress_is_409() {
+    let rest = spawn_rest().await;
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    expect_error(
+        &Reply { status, body },
+        StatusCode::CONFLICT,
+        ErrorCode::TurnInProgress,
+    );
+    assert_eq!(rest.count("open_turns").await, 1);
+    // Another chat of the same user is not busy; and once the turn ends, the chat is free.
+    let (status, _, _) = rest.start_turn(ADMIN, "other-chat").await;
+    assert_eq!(status, StatusCode::OK);
+    rest.finish_turns_of(ADMIN).await;
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_school_over_its_open_turn_limit_gets_429_and_other_schools_do_not() {
+    let rest = spawn_rest_with(|s| {
+        s.chat.max_concurrent_turns_per_user = 0;
+        s.chat.max_concurrent_turns_per_school = 2;
+    })
+    .await;
+    for (email, chat) in [(ADMIN, "s1"), ("dos@hill.school", "s2")] {
+        let (status, _, body) = rest.start_turn(email, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, headers, body) = rest.start_turn("amina@hill.school", "s3").await;
+    expect_error(
+        &Reply { status, body },
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+    assert!(retry_after(&headers) >= 1);
+    let (status, _, body) = rest.start_turn("admin@lakeside.college", "s4").await;
+    assert_eq!(status, StatusCode::OK, "another school: {body}");
+}
+
+#[tokio::test]
+async fn a_full_turns_queue_refuses_the_turn_with_503_and_it_does_not_count() {
+    let rest = spawn_rest_with(|s| s.amqp.turns_max_length = 1).await;
+    // No worker consumes, so the turns stay queued. A quorum queue applies its limit once it is
+    // exceeded: it takes one turn beyond it, then the broker nacks every publish.
+    let mut accepted = 0;
+    let refused = loop {
+        let (status, headers, body) = rest.start_turn(ADMIN, &format!("q{accepted}")).await;
+        if status != StatusCode::OK {
+            break (Reply { status, body }, headers);
+        }
+        accepted += 1;
+        assert!(accepted <= 2, "the queue is capped at its limit (+1)");
+    };
+    assert!(accepted >= 1);
+    expect_error(
+        &refused.0,
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Unavailable,
+    );
+    assert!(retry_after(&refused.1) >= 1);
+    assert_eq!(
+        rest.count("open_turns").await,
+        accepted,
+        "the refused turn was closed"
+    );
+    let (status, _, body) = rest.start_turn("dos@hill.school", "q-other").await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "still full: {body}"
+    );
+}
+
+#[tokio::test]
+async fn the_same_chat_id_in_two_schools_is_two_threads() {
+    let rest = spawn_rest().await;
+    let uuid = Uuid::new_v4().to_string();
+    for chat in ["shared-chat-id", uuid.as_str()] {
+        // Lakeside takes the id first; Hill's user must not be locked out of it.
+        let (status, _, body) = rest.start_turn("admin@lakeside.college", chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, _, body) = rest.start_turn(ADMIN, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // Within a school, another user's thread is still not theirs.
+        let (status, _, body) = rest.start_turn("dos@hill.school", chat).await;
+        expect_error(
+            &Reply { status, body },
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+        );
+    }
+    assert_eq!(rest.count("threads").await, 4);
 }
 
 #[tokio::test]
