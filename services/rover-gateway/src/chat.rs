@@ -310,7 +310,7 @@ async fn post_chat(
         .signer
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
-    let trace = current_trace_id(&headers);
+    let trace = current_trace_id();
     let request = TurnRequest {
         turn_id: turn,
         thread_id: thread,
@@ -410,7 +410,6 @@ async fn resume(
     State(state): State<AppState>,
     principal: Principal,
     Path(chat): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let thread = thread_id(&chat)?;
     let mut tx = caller::tenant(&state, &principal).await?;
@@ -432,7 +431,7 @@ async fn resume(
         return Ok(stream_response(
             &state,
             turn,
-            current_trace_id(&headers),
+            current_trace_id(),
             recorded,
             Some(subscription),
             live,
@@ -447,7 +446,7 @@ async fn resume(
     Ok(stream_response(
         &state,
         turn,
-        current_trace_id(&headers),
+        current_trace_id(),
         recorded,
         subscription,
         live,
