@@ -435,7 +435,19 @@ async fn scrape(stack: &Stack, addr: SocketAddr) -> String {
 #[tokio::test]
 async fn metrics_move_as_a_turn_runs_on_each_service() {
     let stack = Stack::start().await;
-    let services = [stack.gateway, stack.worker_http, stack.toolserver_http];
+    // The gateway's metrics are on a listener of their own, not on the public port.
+    let public = stack
+        .http
+        .get(format!("http://{}/metrics", stack.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404);
+    let services = [
+        stack.gateway_metrics,
+        stack.worker_http,
+        stack.toolserver_http,
+    ];
     let mut before = Vec::new();
     for addr in services {
         before.push(scrape(&stack, addr).await);

@@ -20,6 +20,8 @@ pub(crate) struct Stack {
     pub(crate) db: TestDb,
     pub(crate) owner: PgPool,
     pub(crate) gateway: SocketAddr,
+    /// The first gateway's metrics listener (not its public port).
+    pub(crate) gateway_metrics: SocketAddr,
     /// The worker's health and metrics listener.
     pub(crate) worker_http: SocketAddr,
     /// The tool server's health and metrics listener.
@@ -137,6 +139,8 @@ impl Stack {
         env.insert("ROVER_AMQP__URL".into(), vhost.url());
         env.insert("ROVER_DATABASE__URL".into(), db.app_url().to_owned());
         env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
+        // The gateway's metrics listener (the other services have none of this name).
+        env.insert("ROVER_HTTP__METRICS_ADDR".into(), "127.0.0.1:0".into());
         env.insert(
             "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
             keys.public_key_file().display().to_string(),
@@ -185,6 +189,11 @@ impl Stack {
             .expect("the gateway's address")
             .parse()
             .unwrap();
+        let gateway_metrics: SocketAddr = line["metrics"]
+            .as_str()
+            .expect("the gateway's metrics address")
+            .parse()
+            .unwrap();
         let processes = std::sync::Mutex::new(processes.into_iter().map(Some).collect());
         let owner = PgPool::connect(db.owner_url()).await.unwrap();
         let http = reqwest::Client::builder()
@@ -195,6 +204,7 @@ impl Stack {
             db,
             owner,
             gateway,
+            gateway_metrics,
             worker_http,
             toolserver_http,
             http,

@@ -11,6 +11,7 @@ pub mod caller;
 pub mod chat;
 pub mod demo;
 pub mod error;
+pub mod events;
 pub mod input;
 pub mod limits;
 pub mod observe;
@@ -56,8 +57,11 @@ pub struct Settings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GatewayHttp {
-    /// Address to listen on.
+    /// Address to listen on (the public API).
     pub listen: SocketAddr,
+    /// Address `/metrics` is served on: a listener of its own, so the public port does not
+    /// expose the metrics (keep it off the ingress; Prometheus scrapes it inside the cluster).
+    pub metrics_addr: SocketAddr,
     /// Largest request body accepted (413 beyond).
     pub body_limit_bytes: usize,
     /// Deepest nesting of arrays and objects accepted in a JSON body (400 beyond), checked on
@@ -78,6 +82,7 @@ impl Default for GatewayHttp {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9090)),
             body_limit_bytes: 1024 * 1024,
             max_json_depth: 32,
             request_timeout_ms: 30_000,
@@ -200,6 +205,11 @@ pub struct ChatSettings {
     pub max_parts: usize,
     /// Most file attachments in one chat message (413 beyond).
     pub max_attachments: usize,
+    /// Longest attachment URL, in bytes (413 beyond). Attachments must be `https`/`http` links:
+    /// they travel in the runtime context, so inline `data:` URLs are refused.
+    pub max_attachment_url_bytes: usize,
+    /// Longest attachment file name and media type, in bytes (413 beyond).
+    pub max_attachment_name_bytes: usize,
     /// Most turns one user may have queued or running at once, across every gateway replica
     /// (counted in Postgres from the POST until the worker ends the turn, whatever the client
     /// does meanwhile). Beyond it, 429 with `Retry-After`; `0` means no limit.
@@ -222,6 +232,8 @@ impl Default for ChatSettings {
             max_message_bytes: 32 * 1024,
             max_parts: 64,
             max_attachments: 8,
+            max_attachment_url_bytes: 2048,
+            max_attachment_name_bytes: 255,
             max_concurrent_turns_per_user: 4,
             max_concurrent_turns_per_school: 200,
             max_resumes_per_user: 4,
@@ -241,6 +253,7 @@ impl rover_service::Telemetry for Settings {
 pub struct App {
     state: AppState,
     listener: tokio::net::TcpListener,
+    metrics_listener: tokio::net::TcpListener,
 }
 
 impl App {
@@ -259,11 +272,18 @@ impl App {
         let listener = tokio::net::TcpListener::bind(settings.http.listen)
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
+        let metrics_listener = tokio::net::TcpListener::bind(settings.http.metrics_addr)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.metrics_addr))?;
         let publisher = broker.publisher();
+        let events = events::TurnEvents::start(&broker, &topology)
+            .await
+            .context("Failed to subscribe to turn events")?;
         let (metrics, registry) = observe::metrics();
         let resumes = limits::StreamSlots::new(settings.chat.max_resumes_per_user);
         let state = AppState(Arc::new(Shared {
             resumes,
+            events,
             proxies,
             settings,
             pool,
@@ -275,7 +295,11 @@ impl App {
             metrics,
             registry,
         }));
-        Ok(App { state, listener })
+        Ok(App {
+            state,
+            listener,
+            metrics_listener,
+        })
     }
 
     /// Where the gateway listens (useful with port 0).
@@ -285,15 +309,35 @@ impl App {
             .unwrap_or(self.state.settings.http.listen)
     }
 
+    /// Where `/metrics` is served (useful with port 0).
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_listener
+            .local_addr()
+            .unwrap_or(self.state.settings.http.metrics_addr)
+    }
+
     /// Serves until `shutdown` resolves, then lets open streams finish up to the grace period.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let App { state, listener } = self;
+        let metrics_addr = self.metrics_addr();
+        let App {
+            state,
+            listener,
+            metrics_listener,
+        } = self;
         let grace = Duration::from_millis(state.settings.http.shutdown_grace_ms);
         let router = router(state.clone());
-        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "gateway ready; waiting for shutdown");
+        let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = tokio::spawn(
+            axum::serve(metrics_listener, metrics_router(state.clone()))
+                .with_graceful_shutdown(async {
+                    let _ = metrics_stopped.await;
+                })
+                .into_future(),
+        );
+        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), metrics = %metrics_addr, "gateway ready; waiting for shutdown");
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         // The peer address keys the per-client limit on rejected tokens.
         let service = router.into_make_service_with_connect_info::<SocketAddr>();
@@ -318,27 +362,35 @@ impl App {
                 "open streams did not finish within the grace period"
             ),
         }
+        let _ = stop_metrics.send(());
+        let _ = metrics.await;
         state.broker.close().await;
         state.pool.close().await;
         Ok(())
     }
 }
 
-/// The whole HTTP API.
+/// The metrics listener's routes: `/metrics` only.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    state.registry.response()
+                },
+            ),
+        )
+        .with_state(state)
+}
+
+/// The whole public HTTP API (`/metrics` is not part of it: see [`metrics_router`]).
 pub fn router(state: AppState) -> Router {
     use axum::routing::get;
     let limits = &state.settings.http;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .route(
-            "/metrics",
-            get(
-                |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    state.registry.response()
-                },
-            ),
-        )
         .merge(chat::router())
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(

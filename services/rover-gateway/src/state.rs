@@ -9,6 +9,7 @@ use sqlx::PgPool;
 
 use crate::Settings;
 use crate::auth::Authenticator;
+use crate::events::TurnEvents;
 use crate::limits::{StreamSlots, TrustedProxies};
 
 /// Cheap to clone; handlers get it through axum's `State`.
@@ -38,6 +39,8 @@ pub struct Shared {
     pub registry: Metrics,
     /// Resumed streams per user on this replica (`chat.max_resumes_per_user`).
     pub resumes: Arc<StreamSlots>,
+    /// This replica's one subscription to turn events, fanned out to its streams.
+    pub events: TurnEvents,
     /// Whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
     pub proxies: TrustedProxies,
 }

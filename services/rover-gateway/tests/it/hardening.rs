@@ -148,6 +148,50 @@ async fn chat_messages_parts_attachments_and_nesting_are_bounded() {
     );
     assert!(many_files.error().message.contains("attachments"));
 
+    // An attachment is a bounded https link with a bounded name: not the file inline, not another
+    // scheme, not a megabyte of URL or file name.
+    let file = |url: String, filename: String| {
+        chat_body(
+            json!([{ "type": "file", "mediaType": "text/csv", "url": url, "filename": filename }]),
+        )
+    };
+    let https = "https://files.hill.school/u/a.csv".to_owned();
+    let long_url = format!("{https}?{}", "q".repeat(chat.max_attachment_url_bytes));
+    let cases = [
+        (
+            file(long_url, "a.csv".to_owned()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::TooLarge,
+        ),
+        (
+            file(
+                https.clone(),
+                "n".repeat(chat.max_attachment_name_bytes + 1),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::TooLarge,
+        ),
+        (
+            file("data:text/csv;base64,YSxi".to_owned(), "a.csv".to_owned()),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            file("javascript:alert(1)".to_owned(), "a.csv".to_owned()),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+    ];
+    for (body, status, code) in cases {
+        let refused = post(&rest, body).await;
+        expect_error(&refused, status, code);
+        assert!(
+            refused.error().message.contains("attachment"),
+            "{}",
+            refused.body
+        );
+    }
+
     let answer = json!({
         "id": "c1",
         "messages": [{ "role": "assistant", "parts": [{
@@ -337,6 +381,54 @@ async fn the_same_chat_id_in_two_schools_is_two_threads() {
         );
     }
     assert_eq!(rest.count("threads").await, 4);
+}
+
+#[tokio::test]
+async fn resumed_streams_share_the_replicas_one_consumer_and_are_limited_per_user() {
+    let rest = spawn_rest().await;
+    let max = rest.state.settings.chat.max_resumes_per_user;
+    assert!(max > 1);
+    let (status, _, body) = rest.start_turn(ADMIN, "resumed").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resume = || {
+        rest.request(Method::GET, "/api/chat/resumed/stream", Some(ADMIN))
+            .body(Body::empty())
+            .unwrap()
+    };
+    // `max` streams of the running turn, held open.
+    let mut open = Vec::new();
+    for _ in 0..max {
+        let response = rest.router.clone().oneshot(resume()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(response);
+    }
+    // However many streams are open, the replica has one consumer and one subscription queue.
+    let consumers = rest.vhost.list("list_consumers", &["queue_name"]);
+    assert_eq!(
+        consumers.len(),
+        1,
+        "one consumer for every stream: {consumers:?}"
+    );
+    let subscriptions = rest
+        .vhost
+        .list("list_queues", &["name", "exclusive"])
+        .into_iter()
+        .filter(|q| q["exclusive"] == true)
+        .count();
+    assert_eq!(subscriptions, 1);
+    assert_eq!(rest.state.events.turns_followed(), 1);
+    // One more is refused, with the JSON error and a Retry-After.
+    let response = rest.router.clone().oneshot(resume()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(retry_after(response.headers()) >= 1);
+    // A stream that ends frees its place; when none follows the turn, the replica forgets it.
+    open.pop();
+    let response = rest.router.clone().oneshot(resume()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
+    drop(open);
+    assert_eq!(rest.state.events.turns_followed(), 0);
+    assert_eq!(rest.state.resumes.open(rest.db.ids.user(ADMIN)), 0);
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ pub(crate) struct Rest {
     owner: PgPool,
     _keys: TurnKeys,
     // Dropped last, after the broker connection in `state`.
-    _vhost: TestVhost,
+    pub(crate) vhost: TestVhost,
 }
 
 /// A response: status and JSON body (`Null` when empty).
@@ -82,6 +82,9 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
     .await
     .expect("the broker is reachable");
     let publisher = broker.publisher();
+    let events = rover_gateway::events::TurnEvents::start(&broker, &topology)
+        .await
+        .expect("subscribe to turn events");
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
     let (metrics, registry) = rover_gateway::observe::metrics();
     let resumes = rover_gateway::limits::StreamSlots::new(settings.chat.max_resumes_per_user);
@@ -89,6 +92,7 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
         .expect("the trusted proxies parse");
     let state = AppState(Arc::new(Shared {
         resumes,
+        events,
         proxies,
         settings,
         pool: db.pool.clone(),
@@ -109,7 +113,7 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
         db,
         owner,
         _keys: keys,
-        _vhost: vhost,
+        vhost,
     }
 }
 
