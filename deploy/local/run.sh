@@ -21,6 +21,9 @@ export ROVER_IDENTITY__PUBLIC_KEY_FILE="$PWD/$dev/turn-identity.pub.pem"
 export ROVER_IDENTITY__PRIVATE_KEY_FILE="$PWD/$dev/turn-identity.pem"
 export ROVER_AGENT__SKILLS_DIR="$PWD/skills"
 export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
+# Development mode: the gateway accepts HS256 tokens signed with the built-in development secret
+# (`rover-gateway token`); without it, it refuses to start with no secret configured.
+export ROVER_AUTH__DEVELOPMENT=true
 export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
 
 "$bin/rover-toolserver" db setup --demo

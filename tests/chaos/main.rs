@@ -168,6 +168,7 @@ async fn two_hundred_concurrent_turns_survive_a_worker_killed_mid_load() {
             ("ROVER_AMQP__PREFETCH", "64"),
             // Mixed users each run many turns at once here; the per-user limit is tested elsewhere.
             ("ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER", "0"),
+            ("ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL", "0"),
             // 200 requests at once on two cores: a pool sized and patient for this load (a
             // gateway past its pool answers 503, which is not what this test is about).
             ("ROVER_DATABASE__MAX_CONNECTIONS", "20"),

@@ -1,9 +1,7 @@
 //! Attacks through the whole stack (issue 7): a tool result that tells the model to call a write
-//! tool is still gated by the tool server's checks; a user's open turns are limited per gateway
-//! replica until their streams end or drop; every error the gateway answers a hostile request
-//! with is the one JSON shape.
-
-use std::time::{Duration, Instant};
+//! tool is still gated by the tool server's checks; a user's open turns are limited (across
+//! replicas) until the worker ends them, whatever the client does; every error the gateway
+//! answers a hostile request with is the one JSON shape.
 
 use serde_json::{Value, json};
 
@@ -74,7 +72,7 @@ async fn a_tool_result_that_tells_the_model_to_write_is_still_checked_and_writes
 }
 
 #[tokio::test]
-async fn open_turns_are_limited_per_user_until_their_streams_end_or_drop() {
+async fn open_turns_are_limited_per_user_until_the_worker_ends_them_not_when_the_client_leaves() {
     // Each turn takes ~1.5 s before its first token; one open turn per user.
     let stack = Stack::start_with(
         &["--first-token-delay-ms", "1500"],
@@ -115,22 +113,22 @@ async fn open_turns_are_limited_per_user_until_their_streams_end_or_drop() {
     let second = ask("limit-3").await;
     assert_eq!(second.status(), 200);
 
-    // A client that hangs up frees its slot too (the turn itself runs on in the worker).
+    // A client that hangs up frees nothing: the turn runs on in the worker, and still counts.
     drop(second);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let next = ask("limit-4").await;
-        if next.status() == 200 {
-            assert!(read_stream(next).await.done);
-            break;
-        }
-        assert_eq!(next.status(), 429);
-        assert!(
-            Instant::now() < deadline,
-            "the dropped stream never released its slot"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let refused = ask("limit-4").await;
+    assert_eq!(refused.status(), 429);
+    // Until the worker ends it: follow it to its end, and the next turn is accepted.
+    let resumed = stack
+        .http
+        .get(format!("http://{}/api/chat/limit-3/stream", stack.gateway))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(read_stream(resumed).await.done);
+    let next = ask("limit-4").await;
+    assert_eq!(next.status(), 200);
+    assert!(read_stream(next).await.done);
 }
 
 #[tokio::test]

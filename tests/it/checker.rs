@@ -89,6 +89,16 @@ pub(crate) async fn check(stack: &Stack, turn: &Turn, writes: i64) {
     assert_eq!(again.finish_reason(), Some("stop"), "{:#?}", again.chunks);
 }
 
+/// No turn still counts against its user, school or thread: the worker closed each turn, once,
+/// in the transaction that recorded its `finish`, however often it was delivered.
+pub(crate) async fn no_open_turns(stack: &Stack) {
+    assert_eq!(
+        stack.count("SELECT count(*) FROM open_turns").await,
+        0,
+        "every ended turn was closed"
+    );
+}
+
 /// The stack's queue depths once the work queues have drained, or as they stand after about 50
 /// looks: each message is acked just after its answer went out, so a queue may still hold it for
 /// a moment after the client saw the end.

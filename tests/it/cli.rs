@@ -111,6 +111,28 @@ fn the_tool_server_refuses_to_start_without_the_gateways_public_key() {
 }
 
 #[test]
+fn the_gateway_has_no_default_secret_outside_development_mode() {
+    let keys = rover_testkit::TurnKeys::generate();
+    let start = |secret: Option<&str>| {
+        let mut command = service_command("rover-gateway").unwrap();
+        command.env("ROVER_IDENTITY__PRIVATE_KEY_FILE", keys.private_key_file());
+        if let Some(secret) = secret {
+            command.env("ROVER_AUTH__HS256_SECRET", secret);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "it started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = start(None);
+    assert!(
+        missing.contains("ROVER_AUTH__HS256_SECRET") && missing.contains("ROVER_AUTH__DEVELOPMENT"),
+        "{missing}"
+    );
+    let known = start(Some(rover_gateway::auth::DEVELOPMENT_HS256_SECRET));
+    assert!(known.contains("built-in development secret"), "{known}");
+}
+
+#[test]
 fn db_setup_provisions_migrates_and_seeds_idempotently() {
     let name = format!("rover_cli_{}", std::process::id());
     let _cleanup = DropDatabase(name.clone());
@@ -194,6 +216,8 @@ fn services_log_their_settings_and_stop_on_sigterm() {
             .env("ROVER_TELEMETRY__FORMAT", "json")
             .env("ROVER_AMQP__URL", vhost.url())
             .env("ROVER_HTTP__LISTEN", "127.0.0.1:0")
+            .env("ROVER_HTTP__METRICS_ADDR", "127.0.0.1:0")
+            .env("ROVER_AUTH__DEVELOPMENT", "true")
             .env("ROVER_IDENTITY__PUBLIC_KEY_FILE", keys.public_key_file())
             .env("ROVER_IDENTITY__PRIVATE_KEY_FILE", keys.private_key_file())
             .env("ROVER_DATABASE__URL", "postgres://app:hunter2@db/rover")

@@ -444,8 +444,8 @@ async fn a_school_wide_user_may_pick_a_campus_and_a_campus_user_may_not_leave_th
 async fn expired_wrong_audience_wrong_issuer_and_wrong_key_tokens_are_401() {
     use jsonwebtoken::{EncodingKey, Header, encode};
     let stack = Stack::start().await;
-    let settings = rover_gateway::AuthSettings::default();
-    let secret = settings.hs256_secret.as_ref().unwrap().expose().clone();
+    let settings = rover_gateway::AuthSettings::development();
+    let secret = rover_gateway::auth::DEVELOPMENT_HS256_SECRET.to_owned();
     let now = chrono::Utc::now().timestamp();
     let user = stack.db.ids.user(ADMIN).to_string();
     let claims = |iss: &str, aud: &str, exp: i64| json!({ "sub": user, "iss": iss, "aud": aud, "iat": now - 10, "exp": exp });

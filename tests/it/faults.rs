@@ -6,7 +6,7 @@
 use futures::StreamExt as _;
 use serde_json::json;
 
-use crate::checker::{ADMIN, DOS, check, say_watching, sciences};
+use crate::checker::{ADMIN, DOS, check, no_open_turns, say_watching, sciences};
 use crate::stack::{Service, Stack};
 
 /// The tool server dies at `point` during a write; it is restarted (without the fault) and the
@@ -114,6 +114,7 @@ async fn a_worker_killed_mid_turn_is_resumed_by_another_without_repeating_a_call
         assert_eq!(calls, 1.0, "{event} ran once:\n{metrics}");
     }
     check(&stack, &turn, 1).await;
+    no_open_turns(&stack).await;
 }
 
 #[tokio::test]
@@ -166,6 +167,8 @@ async fn a_turn_that_keeps_killing_workers_ends_with_an_error_and_is_dead_letter
     }
     assert_eq!(depths.get("rover.turns.dead"), Some(&1), "{depths:?}");
     assert_eq!(depths.get("rover.turns"), Some(&0), "{depths:?}");
+    // Stopped is ended: it no longer counts against the user or blocks the chat.
+    no_open_turns(&stack).await;
 }
 
 #[tokio::test]
@@ -294,4 +297,5 @@ async fn a_worker_dying_between_recording_and_publishing_the_end_still_ends_the_
     assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
     assert!(turn.text().contains("I created the Sciences department"));
     check(&stack, &turn, 1).await;
+    no_open_turns(&stack).await;
 }

@@ -30,6 +30,8 @@ struct Received {
     attributes: HashMap<String, String>,
     /// Every attribute value of the span's events (logs recorded inside it).
     event_values: Vec<String>,
+    /// The trace ids of the span's links.
+    linked_traces: Vec<String>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -93,6 +95,7 @@ async fn export(
                     .iter()
                     .flat_map(|e| e.attributes.iter().map(|kv| text(kv.value.as_ref())))
                     .collect(),
+                linked_traces: span.links.iter().map(|l| hex(&l.trace_id)).collect(),
             });
         }
     }
@@ -188,14 +191,15 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         ],
     )
     .await;
-    // The Hub's own trace continues through Rover.
-    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    // The Hub sends its own trace context; Rover links to it but runs the turn in a trace of its
+    // own, because the trace id is written into audit rows and must not be the client's choice.
+    let hub_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let message = "Assign Okello to teach Physics in S1 Blue";
     let response = stack
         .http
         .post(format!("http://{}/api/chat", stack.gateway))
         .bearer_auth(stack.token("dos@hill.school"))
-        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .header("traceparent", format!("00-{hub_trace}-00f067aa0ba902b7-01"))
         .json(&serde_json::json!({
             "id": "chat-traced",
             "trigger": "submit-message",
@@ -215,11 +219,20 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         ]
     );
     // The client can quote the trace: in a header and in the stream's metadata.
-    assert_eq!(turn.headers["x-rover-trace-id"], trace);
+    let trace = turn.headers["x-rover-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(trace.len(), 32, "{trace}");
+    assert_ne!(
+        trace, hub_trace,
+        "the trace id is the gateway's, not the client's"
+    );
     assert_eq!(
         turn.of_type("start")[0]["messageMetadata"]["traceId"],
-        trace
+        trace.as_str()
     );
+    let trace = trace.as_str();
 
     let wanted = [
         ("rover-gateway", "POST /api/chat"),
@@ -281,10 +294,20 @@ async fn one_turn_is_one_trace_across_the_three_services() {
     assert_eq!(top.name, "POST /api/chat", "the chain broke at {top:#?}");
     assert_eq!(top.attributes["http.route"], "/api/chat");
     assert_eq!(top.attributes["http.response.status_code"], "200");
-    assert_eq!(
-        top.parent_id, "00f067aa0ba902b7",
-        "the HTTP span continues the Hub's trace"
+    assert!(
+        top.parent_id.is_empty(),
+        "the HTTP span is a root: {top:#?}"
     );
+    assert_eq!(
+        top.linked_traces,
+        [hub_trace],
+        "the HTTP span links to the Hub's trace"
+    );
+    // The write's audit row quotes the turn's trace, never the client-chosen one.
+    for (id, rows) in [(trace, 1), (hub_trace, 0)] {
+        let sql = format!("SELECT count(*) FROM audit_log WHERE trace_id = '{id}'");
+        assert_eq!(stack.count(&sql).await, rows, "audit rows with trace {id}");
+    }
     let path: Vec<(&str, &str)> = chain
         .iter()
         .rev()
@@ -412,7 +435,19 @@ async fn scrape(stack: &Stack, addr: SocketAddr) -> String {
 #[tokio::test]
 async fn metrics_move_as_a_turn_runs_on_each_service() {
     let stack = Stack::start().await;
-    let services = [stack.gateway, stack.worker_http, stack.toolserver_http];
+    // The gateway's metrics are on a listener of their own, not on the public port.
+    let public = stack
+        .http
+        .get(format!("http://{}/metrics", stack.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404);
+    let services = [
+        stack.gateway_metrics,
+        stack.worker_http,
+        stack.toolserver_http,
+    ];
     let mut before = Vec::new();
     for addr in services {
         before.push(scrape(&stack, addr).await);

@@ -20,6 +20,8 @@ pub(crate) struct Stack {
     pub(crate) db: TestDb,
     pub(crate) owner: PgPool,
     pub(crate) gateway: SocketAddr,
+    /// The first gateway's metrics listener (not its public port).
+    pub(crate) gateway_metrics: SocketAddr,
     /// The worker's health and metrics listener.
     pub(crate) worker_http: SocketAddr,
     /// The tool server's health and metrics listener.
@@ -137,6 +139,8 @@ impl Stack {
         env.insert("ROVER_AMQP__URL".into(), vhost.url());
         env.insert("ROVER_DATABASE__URL".into(), db.app_url().to_owned());
         env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
+        // The gateway's metrics listener (the other services have none of this name).
+        env.insert("ROVER_HTTP__METRICS_ADDR".into(), "127.0.0.1:0".into());
         env.insert(
             "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
             keys.public_key_file().display().to_string(),
@@ -158,6 +162,8 @@ impl Stack {
             sandboxes.display().to_string(),
         );
         env.insert("ROVER_CHAT__KEEPALIVE_MS".into(), "1000".into());
+        // HS256 with the built-in development secret (what `Stack::token` signs with).
+        env.insert("ROVER_AUTH__DEVELOPMENT".into(), "true".into());
         for (key, value) in service_env {
             env.insert((*key).to_owned(), (*value).to_owned());
         }
@@ -183,6 +189,11 @@ impl Stack {
             .expect("the gateway's address")
             .parse()
             .unwrap();
+        let gateway_metrics: SocketAddr = line["metrics"]
+            .as_str()
+            .expect("the gateway's metrics address")
+            .parse()
+            .unwrap();
         let processes = std::sync::Mutex::new(processes.into_iter().map(Some).collect());
         let owner = PgPool::connect(db.owner_url()).await.unwrap();
         let http = reqwest::Client::builder()
@@ -193,6 +204,7 @@ impl Stack {
             db,
             owner,
             gateway,
+            gateway_metrics,
             worker_http,
             toolserver_http,
             http,
@@ -303,7 +315,7 @@ impl Stack {
 
     /// A development bearer token for a demo user.
     pub(crate) fn token(&self, email: &str) -> String {
-        let settings = rover_gateway::AuthSettings::default();
+        let settings = rover_gateway::AuthSettings::development();
         rover_gateway::auth::dev_token(
             &settings,
             self.db.ids.user(email),

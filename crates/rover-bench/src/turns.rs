@@ -87,13 +87,17 @@ impl Stack {
             "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER".into(),
             "0".into(),
         );
+        gateway_env.insert(
+            "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL".into(),
+            "0".into(),
+        );
         let (gateway, line) = Service::start("rover-gateway", &[], &gateway_env, ready)?;
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]
             .as_str()
             .context("the gateway logged no address")?
             .parse()?;
-        let settings = rover_gateway::AuthSettings::default();
+        let settings = rover_gateway::AuthSettings::development();
         let token = rover_gateway::auth::dev_token(
             &settings,
             world.db.ids.user(SPEAKER),

@@ -85,6 +85,8 @@ impl World {
             "ROVER_IDENTITY__PRIVATE_KEY_FILE".into(),
             self.keys.private_key_file().display().to_string(),
         );
+        // HS256 with the built-in development secret (what the turn cases sign their token with).
+        env.insert("ROVER_AUTH__DEVELOPMENT".into(), "true".into());
         env
     }
 

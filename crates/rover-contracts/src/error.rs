@@ -51,6 +51,8 @@ error_codes! {
     UnknownTool = "unknown_tool", 404;
     /// The change conflicts with existing data (a duplicate name, say).
     Conflict = "conflict", 409;
+    /// The chat already has a reply in progress: one turn at a time per thread.
+    TurnInProgress = "turn_in_progress", 409;
     /// The body is over the size limit.
     TooLarge = "too_large", 413;
     /// Too many requests or concurrent turns.

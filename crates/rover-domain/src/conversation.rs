@@ -1,13 +1,15 @@
-//! Conversations: threads (each belongs to one user), the model-level history of a thread, and
-//! the events of each turn (the replay log).
+//! Conversations: threads (each belongs to one user of one school, keyed by `(school, id)`), the
+//! model-level history of a thread, the events of each turn (the replay log), and the open turns
+//! (queued or running) that the turn limits count.
 
 use rover_contracts::ids::{ThreadId, TurnId, UserId};
 use serde_json::Value;
 
 use crate::{DomainError, TenantTx};
 
-/// Makes sure `thread` exists and belongs to `user`: creates it on first use; another user's
-/// thread is `NotFound`, exactly like a thread that does not exist.
+/// Makes sure `thread` exists in the caller's school and belongs to `user`: creates it on first use;
+/// another user's thread is `NotFound`, exactly like a thread that does not exist. The same id in
+/// another school is another thread.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn ensure_thread(
     tx: &mut TenantTx,
@@ -15,7 +17,7 @@ pub async fn ensure_thread(
     user: UserId,
 ) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
-    sqlx::query("INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING")
+    sqlx::query("INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) ON CONFLICT (school_id, id) DO NOTHING")
         .bind(thread.as_uuid())
         .bind(school)
         .bind(user.as_uuid())
@@ -277,4 +279,90 @@ pub async fn turn_last_message(
     .bind(turn.as_uuid())
     .fetch_optional(tx.connection())
     .await?)
+}
+
+/// How many turns may be open (queued or running) at once, and for how long an open turn counts
+/// at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// Open turns per user, across every gateway; `0` means no limit.
+    pub per_user: u32,
+    /// Open turns per school, across every gateway; `0` means no limit.
+    pub per_school: u32,
+    /// An open turn stops counting this long after it opened, even if nothing closed it (its
+    /// turn identity has expired by then, so the turn cannot act any more).
+    pub ttl: std::time::Duration,
+}
+
+/// Why [`open_turn`] did not open a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnRefused {
+    /// The thread already has a turn queued or running.
+    ThreadBusy,
+    /// The user has `per_user` turns open.
+    UserBusy,
+    /// The school has `per_school` turns open.
+    SchoolBusy,
+}
+
+/// Opens `turn` on `thread` for `user`, within `limits`: it counts until [`close_turn`] (or its
+/// `ttl`). Checks and insert are serialised per school (a transaction-scoped advisory lock), so
+/// concurrent requests cannot both take the last place; hold `tx` only briefly after this.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %turn))]
+pub async fn open_turn(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+    user: UserId,
+    limits: TurnLimits,
+) -> Result<Result<(), TurnRefused>, DomainError> {
+    let school = tx.school_id().as_uuid();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('rover.open_turns:' || $1::text, 0))",
+    )
+    .bind(school)
+    .execute(tx.connection())
+    .await?;
+    let (thread_open, user_open, school_open): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE thread_id = $1), count(*) FILTER (WHERE user_id = $2), \
+         count(*) FROM open_turns WHERE expires_at > now()",
+    )
+    .bind(thread.as_uuid())
+    .bind(user.as_uuid())
+    .fetch_one(tx.connection())
+    .await?;
+    let full = |limit: u32, open: i64| limit > 0 && open >= i64::from(limit);
+    if thread_open > 0 {
+        return Ok(Err(TurnRefused::ThreadBusy));
+    }
+    if full(limits.per_user, user_open) {
+        return Ok(Err(TurnRefused::UserBusy));
+    }
+    if full(limits.per_school, school_open) {
+        return Ok(Err(TurnRefused::SchoolBusy));
+    }
+    let ttl_secs = f64::from(u32::try_from(limits.ttl.as_secs()).unwrap_or(u32::MAX));
+    sqlx::query(
+        "INSERT INTO open_turns (school_id, turn_id, thread_id, user_id, expires_at) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
+    )
+    .bind(school)
+    .bind(turn.as_uuid())
+    .bind(thread.as_uuid())
+    .bind(user.as_uuid())
+    .bind(ttl_secs)
+    .execute(tx.connection())
+    .await?;
+    Ok(Ok(()))
+}
+
+/// Closes `turn`: it no longer counts against its user, school or thread. Closing a closed (or
+/// unknown) turn does nothing, so a redelivered turn may close again.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
+pub async fn close_turn(tx: &mut TenantTx, turn: TurnId) -> Result<(), DomainError> {
+    sqlx::query("DELETE FROM open_turns WHERE turn_id = $1")
+        .bind(turn.as_uuid())
+        .execute(tx.connection())
+        .await?;
+    Ok(())
 }

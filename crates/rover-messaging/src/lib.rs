@@ -69,8 +69,9 @@ pub async fn connect_service(
         ..BrokerOptions::new(settings.url.expose().clone())
     })
     .await?;
-    let topology =
-        Topology::new(settings.prefix.clone()).with_delivery_limit(settings.delivery_limit);
+    let topology = Topology::new(settings.prefix.clone())
+        .with_delivery_limit(settings.delivery_limit)
+        .with_turns_max_length(settings.turns_max_length);
     broker.declare(&topology).await?;
     Ok((broker, topology))
 }

@@ -24,7 +24,7 @@ pub fn turn_event_routing_key(turn_id: &str) -> String {
 /// | name | kind |
 /// |---|---|
 /// | `{p}.turns` | durable direct exchange |
-/// | `{p}.turns` | quorum queue, bound with [`TURN_ROUTING_KEY`] |
+/// | `{p}.turns` | quorum queue, bound with [`TURN_ROUTING_KEY`], at most `turns_max_length` long |
 /// | `{p}.turn-events` | durable topic exchange, routing key `turn.<turn_id>` |
 /// | `{p}.tools` | durable topic exchange, routing key = the tool's event |
 /// | `{p}.tools` | quorum queue, bound with `#` |
@@ -39,6 +39,7 @@ pub struct Topology {
     prefix: String,
     delivery_limit: u32,
     consumer_timeout: Duration,
+    turns_max_length: u32,
 }
 
 impl Default for Topology {
@@ -50,6 +51,8 @@ impl Default for Topology {
 impl Topology {
     /// Default number of redeliveries before a work queue dead-letters a message.
     pub const DEFAULT_DELIVERY_LIMIT: u32 = 5;
+    /// Default most turns the turns queue holds before publishes are refused.
+    pub const DEFAULT_TURNS_MAX_LENGTH: u32 = 10_000;
     /// Default time a consumer may hold an unacknowledged message (`x-consumer-timeout`).
     pub const DEFAULT_CONSUMER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -59,7 +62,16 @@ impl Topology {
             prefix: prefix.into(),
             delivery_limit: Self::DEFAULT_DELIVERY_LIMIT,
             consumer_timeout: Self::DEFAULT_CONSUMER_TIMEOUT,
+            turns_max_length: Self::DEFAULT_TURNS_MAX_LENGTH,
         }
+    }
+
+    /// Sets the most turns `{p}.turns` holds (`x-max-length`); a publish beyond it is nacked
+    /// (`x-overflow: reject-publish`), so the gateway can answer 503 instead of queueing forever.
+    #[must_use]
+    pub fn with_turns_max_length(mut self, turns_max_length: u32) -> Self {
+        self.turns_max_length = turns_max_length;
+        self
     }
 
     /// Sets how many times a work queue redelivers a message before dead-lettering it.
@@ -190,6 +202,14 @@ impl Topology {
                 i64::try_from(self.consumer_timeout.as_millis()).unwrap_or(i64::MAX),
             ),
         );
+        if queue == self.turns_queue() {
+            // A bounded backlog: beyond it the publisher gets a nack, not an ever-growing queue.
+            arguments.insert(
+                "x-max-length".into(),
+                AMQPValue::LongLongInt(self.turns_max_length.into()),
+            );
+            arguments.insert("x-overflow".into(), long_string("reject-publish"));
+        }
         arguments
     }
 }

@@ -23,6 +23,9 @@ pub struct AmqpSettings {
     pub rpc_attempt_timeout_ms: u64,
     /// Attempts of one tool RPC (retries re-send the same call id).
     pub rpc_attempts: u32,
+    /// Most turns the turns queue holds; a turn published beyond it is refused (the gateway
+    /// answers 503). Part of the queue's declaration, so every service must use the same value.
+    pub turns_max_length: u32,
 }
 
 impl Default for AmqpSettings {
@@ -34,6 +37,7 @@ impl Default for AmqpSettings {
             delivery_limit: 5,
             rpc_attempt_timeout_ms: 10_000,
             rpc_attempts: 3,
+            turns_max_length: 10_000,
         }
     }
 }

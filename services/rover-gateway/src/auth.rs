@@ -2,8 +2,8 @@
 //!
 //! The key is an HS256 secret (development), a PEM public key, or a JWKS fetched on first use and
 //! cached by `kid`. Every rejection is a 401 with a short, fixed reason; the token itself is never
-//! echoed or logged. A client address with too many rejected tokens in a window gets a 429 before
-//! any verification work (see [`crate::limits::FailureLimiter`]).
+//! echoed or logged. A client address with too many rejected tokens in a window gets 429 instead
+//! of 401 for them (see [`crate::limits::FailureLimiter`]); a valid token always passes.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -29,6 +29,13 @@ use crate::AuthSettings;
 use crate::error::ApiError;
 use crate::limits::FailureLimiter;
 use crate::state::AppState;
+
+/// The built-in HS256 secret of development mode (`auth.development = true`). It is printed here,
+/// so anyone can sign tokens with it: outside development mode it is refused, even when configured.
+pub const DEVELOPMENT_HS256_SECRET: &str = "rover-development-secret-change-me";
+
+/// The header a trusted reverse proxy names the client in.
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The shortest HS256 secret accepted, in bytes.
 const MIN_HS256_SECRET_BYTES: usize = 16;
@@ -56,10 +63,14 @@ impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let forwarded_for = parts
+            .headers
+            .get(X_FORWARDED_FOR)
+            .and_then(|v| v.to_str().ok());
         let client = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| peer.ip());
+            .map(|ConnectInfo(peer)| state.proxies.client(peer.ip(), forwarded_for));
         state.auth.authenticate_from(&parts.headers, client).await
     }
 }
@@ -159,31 +170,32 @@ impl Authenticator {
         })
     }
 
-    /// [`Self::authenticate`] for a request from `client`: a client with too many rejected tokens
-    /// in the current window is refused with `rate_limited` (429, `Retry-After`) before any
-    /// verification work, and a rejection here counts against it. Without a client address (an
-    /// in-process request) nothing is limited.
+    /// [`Self::authenticate`] for a request from `client`. The token is verified first, so a
+    /// valid one always passes, whatever others at the same address did; a rejected one counts
+    /// against `client`, and once it has too many in the current window its rejections are
+    /// `rate_limited` (429, `Retry-After`) instead of 401. Verifying first costs little: an HS256
+    /// or PEM-key check is cheap, and a JWKS is refetched at most once per cooldown. Without a
+    /// client address (an in-process request) nothing is limited.
     pub async fn authenticate_from(
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
     ) -> Result<Principal, ApiError> {
-        let Some(client) = client else {
-            return self.authenticate(headers).await;
+        let result = self.authenticate(headers).await;
+        let (Err(rejection), Some(client)) = (&result, client) else {
+            return result;
         };
-        if let Err(wait) = self.failures.check(client, Instant::now()) {
-            tracing::debug!(%client, "too many rejected tokens; refused unverified");
+        let now = Instant::now();
+        if let Err(wait) = self.failures.check(client, now) {
+            tracing::debug!(%client, "too many rejected tokens from this client");
             return Err(ApiError::new(
                 ErrorCode::RateLimited,
                 "Too many requests with invalid credentials. Please wait and try again.",
             )
             .retry_after(wait));
         }
-        let result = self.authenticate(headers).await;
-        if result.is_err() {
-            self.failures.record_failure(client, Instant::now());
-        }
-        result
+        self.failures.record_failure(client, now);
+        Err(rejection.clone())
     }
 
     /// Checks the `Authorization: Bearer …` header and returns the token's subject. A rejection is
@@ -305,18 +317,28 @@ fn algorithm_name(algorithm: Algorithm) -> &'static str {
     }
 }
 
+/// The HS256 key: the configured secret, or the built-in one in development mode only. The
+/// built-in secret is public, so outside development mode it is refused even when configured.
 fn hs256_secret(settings: &AuthSettings) -> anyhow::Result<&[u8]> {
-    let secret = settings
-        .hs256_secret
-        .as_ref()
-        .context("auth.algorithm = HS256 needs auth.hs256_secret (ROVER_AUTH__HS256_SECRET)")?
-        .expose()
-        .as_bytes();
+    let secret = match &settings.hs256_secret {
+        Some(secret) => secret.expose().as_str(),
+        None if settings.development => DEVELOPMENT_HS256_SECRET,
+        None => bail!(
+            "auth.algorithm = HS256 needs auth.hs256_secret (ROVER_AUTH__HS256_SECRET); the \
+             built-in development secret is used only in development mode \
+             (auth.development = true, ROVER_AUTH__DEVELOPMENT=true)"
+        ),
+    };
+    ensure!(
+        settings.development || secret != DEVELOPMENT_HS256_SECRET,
+        "auth.hs256_secret is the built-in development secret, which is public: refused outside \
+         development mode (auth.development = true); configure a secret of your own"
+    );
     ensure!(
         secret.len() >= MIN_HS256_SECRET_BYTES,
         "auth.hs256_secret must be at least {MIN_HS256_SECRET_BYTES} bytes long"
     );
-    Ok(secret)
+    Ok(secret.as_bytes())
 }
 
 /// The token of the single `Authorization: Bearer <token>` header (scheme case-insensitive).

@@ -2,7 +2,7 @@
 //! `useChat` Hub works unchanged (`PROTOCOLS.md` §1).
 //!
 //! A POST takes only the last message from the body — history is the server's — mints the runtime
-//! context from live rows, signs the turn identity, subscribes to the turn's events, publishes the
+//! context from live rows, signs the turn identity, follows the turn's events, publishes the
 //! turn and streams the events as UI message chunks. The turn runs in a worker, so a client that
 //! disconnects does not cancel it; `GET …/stream` replays the thread's current (or last) turn from
 //! its start, from the recorded events, and follows it live. Any gateway replica can serve either.
@@ -24,9 +24,9 @@ use futures::StreamExt as _;
 use rover_contracts::ErrorCode;
 use rover_contracts::context::Attachment;
 use rover_contracts::identity::TurnGrant;
-use rover_contracts::ids::{CampusId, ThreadId, TurnId};
+use rover_contracts::ids::{CampusId, SchoolId, ThreadId, TurnId};
 use rover_contracts::wire::{self, FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
-use rover_messaging::{ConsumerHandle, ConsumerOptions, Outcome, OutgoingMessage};
+use rover_messaging::OutgoingMessage;
 use rover_telemetry::metrics::{Gauge, Histogram};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,7 +35,8 @@ use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::limits::TurnSlot;
+use crate::events::Following;
+use crate::limits::StreamSlot;
 use crate::observe::{TRACE_HEADER, current_trace_id};
 use crate::state::AppState;
 use crate::{Settings, caller, input};
@@ -54,6 +55,8 @@ pub(crate) struct InputLimits {
     pub(crate) max_message_bytes: usize,
     pub(crate) max_parts: usize,
     pub(crate) max_attachments: usize,
+    pub(crate) max_attachment_url_bytes: usize,
+    pub(crate) max_attachment_name_bytes: usize,
 }
 
 impl From<&Settings> for InputLimits {
@@ -63,6 +66,8 @@ impl From<&Settings> for InputLimits {
             max_message_bytes: settings.chat.max_message_bytes,
             max_parts: settings.chat.max_parts,
             max_attachments: settings.chat.max_attachments,
+            max_attachment_url_bytes: settings.chat.max_attachment_url_bytes,
+            max_attachment_name_bytes: settings.chat.max_attachment_name_bytes,
         }
     }
 }
@@ -185,6 +190,9 @@ fn turn_input(
                     limits.max_attachments
                 )));
             }
+            attachments
+                .iter()
+                .try_for_each(|attachment| check_attachment(attachment, limits))?;
             let text = text.join("\n");
             if text.len() > limits.max_message_bytes {
                 return Err(too_large(format!(
@@ -238,6 +246,39 @@ fn turn_input(
     }
 }
 
+/// An attachment is a link the Hub uploaded the file to: an `https` (or `http`) URL of bounded
+/// length, with a bounded name and media type. It travels in the runtime context, and so in
+/// every model call of the turn: inline `data:` URLs (the file itself) and other schemes are
+/// refused.
+fn check_attachment(attachment: &Attachment, limits: &InputLimits) -> Result<(), ApiError> {
+    let url = attachment.url.as_str();
+    if url.len() > limits.max_attachment_url_bytes {
+        return Err(too_large(format!(
+            "An attachment's URL is too long (at most {} bytes).",
+            limits.max_attachment_url_bytes
+        )));
+    }
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("https" | "http")) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "An attachment must be an https:// (or http://) link to the uploaded file.",
+        ));
+    }
+    let name = attachment.filename.as_deref().unwrap_or_default();
+    if name.len() > limits.max_attachment_name_bytes
+        || attachment.media_type.len() > limits.max_attachment_name_bytes
+    {
+        return Err(too_large(format!(
+            "An attachment's name or media type is too long (at most {} bytes).",
+            limits.max_attachment_name_bytes
+        )));
+    }
+    Ok(())
+}
+
 fn campus_choice(
     body: Option<CampusId>,
     headers: &HeaderMap,
@@ -275,17 +316,6 @@ async fn post_chat(
         campus,
     } = parse_chat_request(&body, &InputLimits::from(&state.settings))?;
     let campus = campus_choice(campus, &headers)?;
-    // Counted from here until the stream ends or is dropped; released early on any error below.
-    let slot = state.turns.try_acquire(principal.user_id).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "You already have {} replies in progress. Wait for one to finish, then try again.",
-                state.settings.chat.max_concurrent_turns_per_user
-            ),
-        )
-        .retry_after(state.settings.chat.busy_retry_after_secs)
-    })?;
     let turn = TurnId::new();
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
@@ -295,9 +325,20 @@ async fn post_chat(
     let mut tx = caller::tenant(&state, &principal).await?;
     let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
     rover_domain::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    // Counted until the worker ends the turn — a client that goes away frees nothing.
+    rover_domain::conversation::open_turn(
+        &mut tx,
+        thread,
+        turn,
+        principal.user_id,
+        turn_limits(&state.settings),
+    )
+    .await?
+    .map_err(|refused| refusal(&state.settings, refused))?;
     rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
     tx.commit().await?;
 
+    let school = caller.school;
     let grant = TurnGrant {
         turn_id: turn,
         thread_id: thread,
@@ -310,7 +351,7 @@ async fn post_chat(
         .signer
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
-    let trace = current_trace_id(&headers);
+    let trace = current_trace_id();
     let request = TurnRequest {
         turn_id: turn,
         thread_id: thread,
@@ -320,24 +361,28 @@ async fn post_chat(
         input,
     };
 
-    // Subscribe before publishing, so no event can slip past.
-    let (subscription, events) = subscribe(&state, turn).await?;
+    // Follow before publishing, so no event can slip past.
+    let (following, events) = state.events.follow(turn);
     let message = OutgoingMessage::new(wire::encode(&request)).with_message_id(turn.to_string());
-    state
+    let published = state
         .publisher
         .publish(
             &state.topology.turns_exchange(),
             rover_messaging::TURN_ROUTING_KEY,
             message,
         )
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "could not publish the turn");
-            ApiError::new(
-                ErrorCode::Unavailable,
-                "The assistant is unavailable right now. Please try again.",
-            )
-        })?;
+        .await;
+    if let Err(error) = published {
+        // Unroutable, or nacked because the turns queue is full (`x-overflow: reject-publish`):
+        // the turn never started, so it must not count against anyone.
+        tracing::error!(%error, "could not publish the turn");
+        close_unpublished(&state, school, turn).await;
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "The assistant is unavailable right now. Please try again.",
+        )
+        .retry_after(state.settings.chat.busy_retry_after_secs));
+    }
     tracing::info!(%turn, %thread, "turn published");
     state.metrics.turns_published.inc();
     Ok(stream_response(
@@ -345,100 +390,112 @@ async fn post_chat(
         turn,
         trace,
         Vec::new(),
-        Some(subscription),
+        Some(following),
         events,
         Some(requested),
-        Some(slot),
+        None,
     ))
+}
+
+/// The open-turn limits from settings; an open turn counts at most as long as its identity lives.
+fn turn_limits(settings: &Settings) -> rover_domain::conversation::TurnLimits {
+    rover_domain::conversation::TurnLimits {
+        per_user: settings.chat.max_concurrent_turns_per_user,
+        per_school: settings.chat.max_concurrent_turns_per_school,
+        ttl: Duration::from_secs(settings.identity.ttl_secs),
+    }
+}
+
+/// The answer to a turn that may not start: 409 on a busy thread, 429 over a limit.
+fn refusal(settings: &Settings, refused: rover_domain::conversation::TurnRefused) -> ApiError {
+    use rover_domain::conversation::TurnRefused;
+    let busy = |message: String| {
+        ApiError::new(ErrorCode::RateLimited, message)
+            .retry_after(settings.chat.busy_retry_after_secs)
+    };
+    match refused {
+        TurnRefused::ThreadBusy => ApiError::new(
+            ErrorCode::TurnInProgress,
+            "This chat already has a reply in progress. Wait for it to finish, then send again.",
+        ),
+        TurnRefused::UserBusy => busy(format!(
+            "You already have {} replies in progress. Wait for one to finish, then try again.",
+            settings.chat.max_concurrent_turns_per_user
+        )),
+        TurnRefused::SchoolBusy => busy(
+            "Your school has too many replies in progress right now. Please try again shortly."
+                .to_owned(),
+        ),
+    }
+}
+
+/// Closes a turn that was opened but never published, so it does not count until it expires.
+async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
+    let closed = async {
+        let mut tx = rover_domain::begin_tenant(&state.pool, school).await?;
+        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+        tx.commit().await
+    };
+    if let Err(error) = closed.await {
+        tracing::warn!(%error, %turn, "could not close an unpublished turn; it expires by itself");
+    }
 }
 
 async fn resume(
     State(state): State<AppState>,
     principal: Principal,
     Path(chat): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let thread = thread_id(&chat)?;
+    // Counted for as long as the stream lives; a page reloaded many times cannot pile them up.
+    let slot = state
+        .resumes
+        .try_acquire(principal.user_id)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "You already have {} replies open. Close one, then try again.",
+                    state.settings.chat.max_resumes_per_user
+                ),
+            )
+            .retry_after(state.settings.chat.busy_retry_after_secs)
+        })?;
     let mut tx = caller::tenant(&state, &principal).await?;
-    let Some(turn) =
-        rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?
-    else {
+    let last = rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
+    tx.commit().await?;
+    let Some(turn) = last else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    // Subscribe first, then read what was recorded: together they miss nothing.
-    let (subscription, live) = subscribe(&state, turn).await?;
+    // Follow first, then read what was recorded: together they miss nothing. Following is in
+    // process, and no transaction is open across it.
+    let (following, live) = state.events.follow(turn);
+    let mut tx = caller::tenant(&state, &principal).await?;
     let recorded: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, turn)
         .await?
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
     tx.commit().await?;
-    if recorded.is_empty() {
-        // Published but not started yet: follow it live from its start.
-        return Ok(stream_response(
-            &state,
-            turn,
-            current_trace_id(&headers),
-            recorded,
-            Some(subscription),
-            live,
-            None,
-            None,
-        ));
-    }
+    // A finished turn is replayed from the record alone.
     let finished = recorded
         .iter()
         .any(|e| matches!(e.event, TurnEventKind::Finish { .. }));
-    let subscription = (!finished).then_some(subscription);
+    let following = (!finished).then_some(following);
     Ok(stream_response(
         &state,
         turn,
-        current_trace_id(&headers),
+        current_trace_id(),
         recorded,
-        subscription,
+        following,
         live,
         None,
-        None,
+        Some(slot),
     ))
 }
 
-/// A subscription to one turn's events, delivered in arrival order on a channel.
-async fn subscribe(
-    state: &AppState,
-    turn: TurnId,
-) -> Result<(ConsumerHandle, mpsc::UnboundedReceiver<TurnEvent>), ApiError> {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let key = rover_messaging::turn_event_routing_key(&turn.to_string());
-    let options = ConsumerOptions {
-        prefetch: 64,
-        consumer_tag: String::new(),
-    };
-    let handle = state
-        .broker
-        .subscribe(
-            &state.topology.turn_events_exchange(),
-            &[&key],
-            options,
-            move |delivery| {
-                if let Ok(event) = wire::decode::<TurnEvent>(&delivery.body) {
-                    let _ = sender.send(event);
-                }
-                async { Outcome::Ack }
-            },
-        )
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "could not subscribe to turn events");
-            ApiError::new(
-                ErrorCode::Unavailable,
-                "The assistant is unavailable right now. Please try again.",
-            )
-        })?;
-    Ok((handle, receiver))
-}
-
 /// The SSE response: recorded events first, then live ones, in `seq` order without repeats, as UI
-/// message chunks; `[DONE]` after `finish`. `slot`, the caller's open-turn slot, is released when
+/// message chunks; `[DONE]` after `finish`. `slot`, the caller's resumed-stream slot, is released when
 /// the stream ends or is dropped.
 #[allow(clippy::too_many_arguments)]
 fn stream_response(
@@ -446,10 +503,10 @@ fn stream_response(
     turn: TurnId,
     trace: String,
     recorded: Vec<TurnEvent>,
-    subscription: Option<ConsumerHandle>,
+    following: Option<Following>,
     live: mpsc::UnboundedReceiver<TurnEvent>,
     requested: Option<Instant>,
-    slot: Option<TurnSlot>,
+    slot: Option<StreamSlot>,
 ) -> Response {
     let settings = &state.settings.chat;
     let idle = Duration::from_millis(settings.idle_timeout_ms);
@@ -475,7 +532,7 @@ fn stream_response(
         live,
         order,
         mapper,
-        _subscription: subscription,
+        _following: following,
         idle,
         done: false,
         span,
@@ -509,16 +566,16 @@ struct StreamState {
     live: mpsc::UnboundedReceiver<TurnEvent>,
     order: Ordering,
     mapper: ChunkMapper,
-    /// Held so the subscription lives exactly as long as the stream (dropped on disconnect).
-    _subscription: Option<ConsumerHandle>,
+    /// Held so the turn is followed exactly as long as the stream lives (dropped on disconnect).
+    _following: Option<Following>,
     idle: Duration,
     done: bool,
     span: tracing::Span,
     /// When the chat request arrived, until the first text is sent (time to first token).
     first_token: Option<(Instant, Histogram)>,
     _open: OpenStream,
-    /// The caller's open-turn slot (POST only), held for as long as the stream lives.
-    _slot: Option<TurnSlot>,
+    /// The caller's resumed-stream slot (resumes only), held for as long as the stream lives.
+    _slot: Option<StreamSlot>,
 }
 
 /// Counts a stream in the open-streams gauge for as long as it lives.

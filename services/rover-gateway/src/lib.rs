@@ -11,6 +11,7 @@ pub mod caller;
 pub mod chat;
 pub mod demo;
 pub mod error;
+pub mod events;
 pub mod input;
 pub mod limits;
 pub mod observe;
@@ -56,8 +57,11 @@ pub struct Settings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GatewayHttp {
-    /// Address to listen on.
+    /// Address to listen on (the public API).
     pub listen: SocketAddr,
+    /// Address `/metrics` is served on: a listener of its own, so the public port does not
+    /// expose the metrics (keep it off the ingress; Prometheus scrapes it inside the cluster).
+    pub metrics_addr: SocketAddr,
     /// Largest request body accepted (413 beyond).
     pub body_limit_bytes: usize,
     /// Deepest nesting of arrays and objects accepted in a JSON body (400 beyond), checked on
@@ -67,16 +71,23 @@ pub struct GatewayHttp {
     pub request_timeout_ms: u64,
     /// How long open streams may run on after shutdown starts, in milliseconds.
     pub shutdown_grace_ms: u64,
+    /// The reverse proxies (addresses or CIDR ranges, e.g. `10.0.0.0/8`) whose
+    /// `X-Forwarded-For` is believed. A request from one of them is attributed to the last
+    /// address in that header that is not itself a trusted proxy; from anyone else, the header is
+    /// ignored and the peer address is the client. Empty (the default): the peer, always.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for GatewayHttp {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9090)),
             body_limit_bytes: 1024 * 1024,
             max_json_depth: 32,
             request_timeout_ms: 30_000,
             shutdown_grace_ms: 30_000,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -87,7 +98,12 @@ impl Default for GatewayHttp {
 pub struct AuthSettings {
     /// `HS256` (development), `RS256`, `ES256` or `EdDSA`.
     pub algorithm: String,
-    /// The shared secret, for HS256.
+    /// Development mode (`ROVER_AUTH__DEVELOPMENT=true`): the only way the built-in HS256 secret
+    /// (printed in the source, so anyone can sign with it) is used, when `hs256_secret` is unset.
+    /// Outside it, HS256 needs a configured secret, and the built-in one is refused even when
+    /// configured explicitly.
+    pub development: bool,
+    /// The shared secret, for HS256 (unset: start-up fails, unless in development mode).
     pub hs256_secret: Option<Secret<String>>,
     /// A PEM public key file, for RS256/ES256/EdDSA.
     pub public_key_file: Option<PathBuf>,
@@ -101,9 +117,10 @@ pub struct AuthSettings {
     pub leeway_secs: u64,
     /// Lifetime of tokens printed by `rover-gateway token`, in seconds.
     pub dev_token_ttl_secs: u64,
-    /// Rejected bearer tokens a client address may send per window before it is refused with 429
-    /// (and `Retry-After`) without any verification work until the window ends; `0` turns the
-    /// limit off. Counted per peer address and per replica; successful requests do not count.
+    /// Rejected bearer tokens a client address may send per window; beyond it, its rejected
+    /// tokens get 429 (and `Retry-After`) instead of 401 until the window ends. A valid token is
+    /// never refused by this limit (tokens are verified first). Counted per client address (see
+    /// `http.trusted_proxies`) and per replica; `0` turns the limit off.
     pub max_failures_per_window: u32,
     /// The window of `max_failures_per_window`, in seconds.
     pub failure_window_secs: u64,
@@ -115,7 +132,8 @@ impl Default for AuthSettings {
     fn default() -> Self {
         Self {
             algorithm: "HS256".to_owned(),
-            hs256_secret: Some(Secret::new("rover-development-secret-change-me".to_owned())),
+            development: false,
+            hs256_secret: None,
             public_key_file: None,
             jwks_url: None,
             issuer: "rover-dev".to_owned(),
@@ -125,6 +143,17 @@ impl Default for AuthSettings {
             max_failures_per_window: 20,
             failure_window_secs: 60,
             failure_clients_tracked: 10_000,
+        }
+    }
+}
+
+impl AuthSettings {
+    /// The defaults in development mode: HS256 with the built-in development secret (what
+    /// `make run`, the tests and the benchmarks use).
+    pub fn development() -> Self {
+        Self {
+            development: true,
+            ..Self::default()
         }
     }
 }
@@ -176,11 +205,22 @@ pub struct ChatSettings {
     pub max_parts: usize,
     /// Most file attachments in one chat message (413 beyond).
     pub max_attachments: usize,
-    /// Most turns one user may have open at once on this replica: from the POST until its stream
-    /// ends or the client goes away (the turn itself runs on). Beyond it, 429 with `Retry-After`.
-    /// Per replica, so a user can open this many on each gateway; `0` means no limit.
-    pub max_concurrent_turns_per_user: usize,
-    /// The `Retry-After` sent with a 429 for too many open turns, in seconds.
+    /// Longest attachment URL, in bytes (413 beyond). Attachments must be `https`/`http` links:
+    /// they travel in the runtime context, so inline `data:` URLs are refused.
+    pub max_attachment_url_bytes: usize,
+    /// Longest attachment file name and media type, in bytes (413 beyond).
+    pub max_attachment_name_bytes: usize,
+    /// Most turns one user may have queued or running at once, across every gateway replica
+    /// (counted in Postgres from the POST until the worker ends the turn, whatever the client
+    /// does meanwhile). Beyond it, 429 with `Retry-After`; `0` means no limit.
+    pub max_concurrent_turns_per_user: u32,
+    /// Most turns one school may have queued or running at once, across every replica, so one
+    /// school cannot fill the turns queue for the others; `0` means no limit.
+    pub max_concurrent_turns_per_school: u32,
+    /// Most resumed streams (`GET /api/chat/{id}/stream`) one user may have open at once on this
+    /// replica; beyond it, 429 with `Retry-After`. `0` means no limit.
+    pub max_resumes_per_user: usize,
+    /// The `Retry-After` sent with a 429 for too many open turns or streams, in seconds.
     pub busy_retry_after_secs: u64,
 }
 
@@ -192,7 +232,11 @@ impl Default for ChatSettings {
             max_message_bytes: 32 * 1024,
             max_parts: 64,
             max_attachments: 8,
+            max_attachment_url_bytes: 2048,
+            max_attachment_name_bytes: 255,
             max_concurrent_turns_per_user: 4,
+            max_concurrent_turns_per_school: 200,
+            max_resumes_per_user: 4,
             busy_retry_after_secs: 5,
         }
     }
@@ -209,6 +253,7 @@ impl rover_service::Telemetry for Settings {
 pub struct App {
     state: AppState,
     listener: tokio::net::TcpListener,
+    metrics_listener: tokio::net::TcpListener,
 }
 
 impl App {
@@ -217,6 +262,8 @@ impl App {
         let signer = settings.identity.signer()?;
         let auth = auth::Authenticator::new(&settings.auth)
             .context("Failed to set up token verification")?;
+        let proxies = limits::TrustedProxies::parse(&settings.http.trusted_proxies)
+            .map_err(anyhow::Error::msg)?;
         let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-gateway")
@@ -225,11 +272,19 @@ impl App {
         let listener = tokio::net::TcpListener::bind(settings.http.listen)
             .await
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
+        let metrics_listener = tokio::net::TcpListener::bind(settings.http.metrics_addr)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.metrics_addr))?;
         let publisher = broker.publisher();
+        let events = events::TurnEvents::start(&broker, &topology)
+            .await
+            .context("Failed to subscribe to turn events")?;
         let (metrics, registry) = observe::metrics();
-        let turns = limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
+        let resumes = limits::StreamSlots::new(settings.chat.max_resumes_per_user);
         let state = AppState(Arc::new(Shared {
-            turns,
+            resumes,
+            events,
+            proxies,
             settings,
             pool,
             broker,
@@ -240,7 +295,11 @@ impl App {
             metrics,
             registry,
         }));
-        Ok(App { state, listener })
+        Ok(App {
+            state,
+            listener,
+            metrics_listener,
+        })
     }
 
     /// Where the gateway listens (useful with port 0).
@@ -250,15 +309,35 @@ impl App {
             .unwrap_or(self.state.settings.http.listen)
     }
 
+    /// Where `/metrics` is served (useful with port 0).
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_listener
+            .local_addr()
+            .unwrap_or(self.state.settings.http.metrics_addr)
+    }
+
     /// Serves until `shutdown` resolves, then lets open streams finish up to the grace period.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let App { state, listener } = self;
+        let metrics_addr = self.metrics_addr();
+        let App {
+            state,
+            listener,
+            metrics_listener,
+        } = self;
         let grace = Duration::from_millis(state.settings.http.shutdown_grace_ms);
         let router = router(state.clone());
-        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "gateway ready; waiting for shutdown");
+        let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = tokio::spawn(
+            axum::serve(metrics_listener, metrics_router(state.clone()))
+                .with_graceful_shutdown(async {
+                    let _ = metrics_stopped.await;
+                })
+                .into_future(),
+        );
+        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), metrics = %metrics_addr, "gateway ready; waiting for shutdown");
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         // The peer address keys the per-client limit on rejected tokens.
         let service = router.into_make_service_with_connect_info::<SocketAddr>();
@@ -283,27 +362,35 @@ impl App {
                 "open streams did not finish within the grace period"
             ),
         }
+        let _ = stop_metrics.send(());
+        let _ = metrics.await;
         state.broker.close().await;
         state.pool.close().await;
         Ok(())
     }
 }
 
-/// The whole HTTP API.
+/// The metrics listener's routes: `/metrics` only.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    state.registry.response()
+                },
+            ),
+        )
+        .with_state(state)
+}
+
+/// The whole public HTTP API (`/metrics` is not part of it: see [`metrics_router`]).
 pub fn router(state: AppState) -> Router {
     use axum::routing::get;
     let limits = &state.settings.http;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .route(
-            "/metrics",
-            get(
-                |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    state.registry.response()
-                },
-            ),
-        )
         .merge(chat::router())
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(

@@ -1,24 +1,26 @@
-//! In-process limits of one gateway replica: open turns per user ([`TurnSlots`]) and bearer-token
-//! failures per client address ([`FailureLimiter`]). Both are small maps behind a mutex that is
-//! never held across an `.await`; both are per replica, so N replicas allow up to N times as much.
+//! In-process limits of one gateway replica: open streams per user ([`StreamSlots`]) and bearer-token
+//! failures per client address ([`FailureLimiter`]), and who that client is ([`TrustedProxies`]).
+//! Both limits are small maps behind a mutex that is never held across an `.await`; both are per
+//! replica, so N replicas allow up to N times as much.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rover_contracts::ids::UserId;
 
-/// How many turns each user has open on this replica, bounded by `max` per user.
+/// How many streams (resumed turns) each user has open on this replica, bounded by `max` per user.
 #[derive(Debug)]
-pub struct TurnSlots {
+pub struct StreamSlots {
     max: usize,
-    /// Users with at least one open turn; an entry goes when its count reaches zero.
+    /// Users with at least one open stream; an entry goes when its count reaches zero.
     open: Mutex<HashMap<UserId, usize>>,
 }
 
-impl TurnSlots {
-    /// At most `max` open turns per user; `0` means no limit.
+impl StreamSlots {
+    /// At most `max` open streams per user; `0` means no limit.
     pub fn new(max: usize) -> Arc<Self> {
         Arc::new(Self {
             max,
@@ -26,9 +28,9 @@ impl TurnSlots {
         })
     }
 
-    /// A slot for one more turn of `user`, or `None` when they already have `max` open. The turn
-    /// counts until the slot is dropped.
-    pub fn try_acquire(self: &Arc<Self>, user: UserId) -> Option<TurnSlot> {
+    /// A slot for one more stream of `user`, or `None` when they already have `max` open. The
+    /// stream counts until the slot is dropped.
+    pub fn try_acquire(self: &Arc<Self>, user: UserId) -> Option<StreamSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(user).or_default();
         if self.max > 0 && *count >= self.max {
@@ -38,27 +40,27 @@ impl TurnSlots {
             return None;
         }
         *count += 1;
-        Some(TurnSlot {
+        Some(StreamSlot {
             slots: Arc::clone(self),
             user,
         })
     }
 
-    /// How many turns `user` has open on this replica.
+    /// How many streams `user` has open on this replica.
     pub fn open(&self, user: UserId) -> usize {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.get(&user).copied().unwrap_or(0)
     }
 }
 
-/// One open turn; releases itself when dropped (the stream ended or the client went away).
+/// One open stream; releases itself when dropped (the stream ended or the client went away).
 #[derive(Debug)]
-pub struct TurnSlot {
-    slots: Arc<TurnSlots>,
+pub struct StreamSlot {
+    slots: Arc<StreamSlots>,
     user: UserId,
 }
 
-impl Drop for TurnSlot {
+impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = self
             .slots
@@ -74,12 +76,64 @@ impl Drop for TurnSlot {
     }
 }
 
-/// Counts failed bearer tokens per client address in fixed windows; a client over the limit is
-/// refused before any verification work until its window ends.
+/// The reverse proxies whose `X-Forwarded-For` header names the client (`http.trusted_proxies`).
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Parses addresses (`10.1.2.3`) and CIDR ranges (`10.0.0.0/8`); anything else is an error
+    /// naming the entry.
+    pub fn parse(entries: &[String]) -> Result<Self, String> {
+        entries
+            .iter()
+            .map(|entry| {
+                let entry = entry.trim();
+                ipnet::IpNet::from_str(entry)
+                    .or_else(|_| IpAddr::from_str(entry).map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        format!("http.trusted_proxies: `{entry}` is not an address or CIDR range")
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    fn trusts(&self, address: IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(&address))
+    }
+
+    /// The client a request came from: the peer, unless the peer is a trusted proxy; then the
+    /// last `X-Forwarded-For` address (every proxy appends the address it was called from) that
+    /// is not a trusted proxy itself. Only the trusted part of the header is believed: what a
+    /// client wrote in front of it is never reached.
+    pub fn client(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let mut client = peer;
+        for hop in forwarded_for.unwrap_or_default().rsplit(',') {
+            match IpAddr::from_str(hop.trim()) {
+                Ok(address) => {
+                    client = address;
+                    if !self.trusts(address) {
+                        break;
+                    }
+                }
+                // A hop that is no address: the proxy that wrote it is the last one believed.
+                Err(_) => break,
+            }
+        }
+        client
+    }
+}
+
+/// Counts failed bearer tokens per client address in fixed windows; a client over the limit gets
+/// 429 instead of 401 for its failures until its window ends.
 ///
-/// Keyed by the peer address only, not by the token's (unverified) subject: anyone can write any
-/// subject into a forged token, so a subject key would let an attacker lock a real user out.
-/// Successful requests neither count nor reset the count. The map holds at most `capacity`
+/// Tokens are verified before the limit is consulted, so a valid token is never refused by it:
+/// behind a NAT or an ingress, one client's bad tokens cannot lock the others out. Keyed by the
+/// client address (see [`TrustedProxies`]), not by the token's (unverified) subject: anyone can
+/// write any subject into a forged token. Successful requests neither count nor reset the count. The map holds at most `capacity`
 /// clients; when it is full of live windows, a new client is not tracked (it fails open) rather
 /// than evicting one that is being limited.
 #[derive(Debug)]
@@ -164,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_user_gets_max_slots_and_a_dropped_slot_frees_one() {
-        let slots = TurnSlots::new(2);
+        let slots = StreamSlots::new(2);
         let user = UserId::new();
         let a = slots.try_acquire(user).expect("first");
         let _b = slots.try_acquire(user).expect("second");
@@ -180,7 +234,7 @@ mod tests {
 
     #[test]
     fn released_users_leave_the_map() {
-        let slots = TurnSlots::new(1);
+        let slots = StreamSlots::new(1);
         let user = UserId::new();
         drop(slots.try_acquire(user));
         assert!(slots.open.lock().unwrap().is_empty());
@@ -221,6 +275,34 @@ mod tests {
         limiter.record_failure(ip(3), later);
         assert!(limiter.check(ip(3), later).is_err());
         assert_eq!(limiter.clients.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_trusted_proxies() {
+        let proxies =
+            TrustedProxies::parse(&["10.0.0.0/8".to_owned(), "192.168.1.1".to_owned()]).unwrap();
+        let client = IpAddr::from([203, 0, 113, 7]);
+        let outsider = IpAddr::from([198, 51, 100, 1]);
+        // From a trusted proxy: the last untrusted hop, whatever the client put in front of it.
+        assert_eq!(
+            proxies.client(ip(9), Some("1.2.3.4, 203.0.113.7, 10.0.0.5")),
+            client
+        );
+        assert_eq!(
+            proxies.client(IpAddr::from([192, 168, 1, 1]), Some("203.0.113.7")),
+            client
+        );
+        // From anyone else the header is ignored.
+        assert_eq!(proxies.client(outsider, Some("203.0.113.7")), outsider);
+        // A trusted proxy without the header, or with garbage, is the client itself.
+        assert_eq!(proxies.client(ip(9), None), ip(9));
+        assert_eq!(proxies.client(ip(9), Some("not-an-ip")), ip(9));
+        // No trusted proxies (the default): always the peer.
+        assert_eq!(
+            TrustedProxies::default().client(ip(9), Some("203.0.113.7")),
+            ip(9)
+        );
+        assert!(TrustedProxies::parse(&["10.0.0.0/33".to_owned()]).is_err());
     }
 
     #[test]

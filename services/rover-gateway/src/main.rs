@@ -17,7 +17,8 @@ struct Cli {
 
 #[derive(Debug, clap::Subcommand)]
 enum Command {
-    /// Print a development bearer token (HS256, signed with auth.hs256_secret) for a demo user.
+    /// Print a development bearer token (HS256, signed with auth.hs256_secret, or with the built-in
+    /// development secret when none is set) for a demo user.
     Token {
         /// The user's login email, e.g. admin@hill.school.
         #[arg(long)]
@@ -44,7 +45,7 @@ async fn main() -> anyhow::Result<()> {
         None => rover_service::run("rover-gateway", &cli.service, rover_gateway::run).await,
         Some(Command::Token { email }) => {
             rover_service::init_process();
-            let settings: rover_gateway::Settings = cli.service.load()?;
+            let settings = development_tools(cli.service.load()?);
             let token = rover_gateway::dev_token_for_email(&settings, &email).await?;
             #[allow(clippy::print_stdout)]
             {
@@ -58,11 +59,19 @@ async fn main() -> anyhow::Result<()> {
             url,
         }) => {
             rover_service::init_process();
-            let settings: rover_gateway::Settings = cli.service.load()?;
+            let settings = development_tools(cli.service.load()?);
             let token = rover_gateway::dev_token_for_email(&settings, &email).await?;
             eprintln!("{email}: {message}");
             rover_gateway::demo::narrate(&url, &token, &message, &mut std::io::stderr()).await?;
             Ok(())
         }
     }
+}
+
+/// `token` and `demo` are development tools: they sign with the built-in development secret when
+/// no secret is configured. That gives nothing away — only a gateway in development mode accepts
+/// such a token — and `rover-gateway token` works beside `make run` without extra variables.
+fn development_tools(mut settings: rover_gateway::Settings) -> rover_gateway::Settings {
+    settings.auth.development = true;
+    settings
 }

@@ -1,12 +1,16 @@
-//! The root of every trace: one server span per HTTP request, parented by the caller's W3C
-//! `traceparent` when it sends one, and the trace id handed back in `x-rover-trace-id` so a
-//! support ticket can quote it.
+//! The root of every trace: one server span per HTTP request, and the trace id handed back in
+//! `x-rover-trace-id` so a support ticket can quote it.
+//!
+//! The trace id is always the gateway's own. A caller's W3C `traceparent` is kept as a *link* of
+//! the request's span, not as its parent: the trace id ends up in audit rows, so a client must not
+//! be able to choose it (and file its writes under another turn's trace).
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::propagation::Extractor;
+use opentelemetry::trace::TraceContextExt as _;
 use rover_telemetry::metrics::{GatewayMetrics, Metrics};
 use tracing::Instrument as _;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -41,7 +45,9 @@ pub async fn http_span(request: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or("unmatched", |path| path.as_str())
         .to_owned();
+    // A root: never the child of a client-chosen trace (see the module docs).
     let span = tracing::info_span!(
+        parent: None,
         "rover.gateway.http",
         otel.name = %format!("{} {route}", request.method()),
         otel.kind = "server",
@@ -53,10 +59,12 @@ pub async fn http_span(request: Request, next: Next) -> Response {
             .get("x-request-id")
             .and_then(|v| v.to_str().ok()),
     );
-    // Fails only when traces are off, and then there is nothing to link.
-    let _ = span.set_parent(rover_messaging::extract(&HeaderExtractor(
-        request.headers(),
-    )));
+    // The caller's trace, if it sent one, is linked: followable from either side, never ours.
+    let caller = rover_messaging::extract(&HeaderExtractor(request.headers()));
+    let caller = caller.span().span_context().clone();
+    if caller.is_valid() {
+        span.add_link(caller);
+    }
     let trace = rover_telemetry::trace_id(&span);
     let mut response = next.run(request).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());
@@ -70,21 +78,9 @@ pub async fn http_span(request: Request, next: Next) -> Response {
 }
 
 /// The trace id to give the client for work done in the current span: the recorded trace's when
-/// traces are on, else the caller's `traceparent` trace id, else a fresh one (still worth quoting:
-/// it is in the gateway's logs).
-pub fn current_trace_id(headers: &HeaderMap) -> String {
-    if let Some(trace) = rover_telemetry::trace_id(&tracing::Span::current()) {
-        return trace;
-    }
-    headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|tp| tp.split('-').nth(1))
-        .filter(|id| {
-            id.len() == 32
-                && id.chars().all(|c| c.is_ascii_hexdigit())
-                && *id != "00000000000000000000000000000000"
-        })
-        .map(str::to_owned)
+/// traces are on, else a fresh one (still worth quoting: it is in the gateway's logs). Never one
+/// the client chose.
+pub fn current_trace_id() -> String {
+    rover_telemetry::trace_id(&tracing::Span::current())
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
 }

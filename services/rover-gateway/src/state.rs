@@ -9,7 +9,8 @@ use sqlx::PgPool;
 
 use crate::Settings;
 use crate::auth::Authenticator;
-use crate::limits::TurnSlots;
+use crate::events::TurnEvents;
+use crate::limits::{StreamSlots, TrustedProxies};
 
 /// Cheap to clone; handlers get it through axum's `State`.
 #[derive(Debug, Clone)]
@@ -36,8 +37,12 @@ pub struct Shared {
     pub metrics: GatewayMetrics,
     /// Everything `/metrics` renders.
     pub registry: Metrics,
-    /// Open turns per user on this replica (`chat.max_concurrent_turns_per_user`).
-    pub turns: Arc<TurnSlots>,
+    /// Resumed streams per user on this replica (`chat.max_resumes_per_user`).
+    pub resumes: Arc<StreamSlots>,
+    /// This replica's one subscription to turn events, fanned out to its streams.
+    pub events: TurnEvents,
+    /// Whose `X-Forwarded-For` names the client (`http.trusted_proxies`).
+    pub proxies: TrustedProxies,
 }
 
 impl std::ops::Deref for AppState {

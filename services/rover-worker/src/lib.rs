@@ -657,8 +657,10 @@ async fn run_request(
 
     let sandbox = match &shared.settings.agent.sandbox_dir {
         Some(dir) => Some(
+            // Per school: a thread is keyed by (school, id), so the same id in two schools is two
+            // threads, and must be two file areas.
             Sandbox::open(
-                dir,
+                &dir.join(school.to_string()),
                 request.thread_id,
                 shared.settings.agent.sandbox_limit_bytes,
             )
@@ -873,5 +875,14 @@ async fn record_events(
         .collect();
     let mut tx = rover_domain::begin_tenant(pool, school).await?;
     rover_domain::conversation::record_events(&mut tx, thread, turn, &rows).await?;
+    // The turn ends with its `finish`, recorded here before it is published: from then on it no
+    // longer counts against its user, school or thread, so a client that saw the end can send
+    // the next message at once. A redelivered turn closes again, harmlessly.
+    if events
+        .iter()
+        .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
+    {
+        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+    }
     tx.commit().await
 }

@@ -16,6 +16,8 @@ fn limits() -> InputLimits {
         max_message_bytes: 2048,
         max_parts: 16,
         max_attachments: 4,
+        max_attachment_url_bytes: 256,
+        max_attachment_name_bytes: 64,
     }
 }
 
@@ -26,6 +28,10 @@ fn check(body: &[u8]) {
     match parse_chat_request(body, &limits) {
         Ok(turn) => {
             assert!(turn.attachments.len() <= limits.max_attachments);
+            for attachment in &turn.attachments {
+                assert!(attachment.url.len() <= limits.max_attachment_url_bytes);
+                assert!(attachment.url.starts_with("http"));
+            }
             if let TurnInput::Message { text } = &turn.input {
                 assert!(text.len() <= limits.max_message_bytes);
             }

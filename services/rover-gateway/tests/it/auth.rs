@@ -14,7 +14,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::UserId;
 use rover_gateway::AuthSettings;
-use rover_gateway::auth::{Authenticator, dev_token};
+use rover_gateway::auth::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
 use rover_settings::Secret;
 use rover_testkit::TurnKeys;
 use serde_json::{Value, json};
@@ -356,6 +356,44 @@ fn misconfiguration_fails_at_start_up() {
         ..hs256_settings()
     };
     assert!(error(empty_audience).contains("auth.audience must not be empty"));
+}
+
+#[tokio::test]
+async fn the_built_in_secret_is_used_only_in_development_mode() {
+    let error =
+        |settings: AuthSettings| format!("{:#}", Authenticator::new(&settings).unwrap_err());
+    // Out of the box (no secret, no development mode) the gateway does not start.
+    let defaults = error(AuthSettings::default());
+    assert!(
+        defaults.contains("auth.hs256_secret") && defaults.contains("auth.development = true"),
+        "{defaults}"
+    );
+    // The public secret is refused outside development mode even when configured explicitly.
+    let known = AuthSettings {
+        hs256_secret: Some(Secret::new(DEVELOPMENT_HS256_SECRET.to_owned())),
+        ..hs256_settings()
+    };
+    assert!(
+        error(known).contains("built-in development secret"),
+        "the known secret is refused"
+    );
+    // Development mode uses it, and accepts tokens signed with it; a gateway with a secret of its
+    // own refuses them.
+    let development = AuthSettings::development();
+    let auth = Authenticator::new(&development).unwrap();
+    let user = UserId::new();
+    let token = dev_token(&development, user, "a@b.c", Utc::now()).unwrap();
+    assert_eq!(accepted(&auth, &bearer(&token)).await, user);
+    let production = Authenticator::new(&AuthSettings {
+        issuer: development.issuer.clone(),
+        audience: development.audience.clone(),
+        ..hs256_settings()
+    })
+    .unwrap();
+    assert_eq!(
+        rejected(&production, &bearer(&token)).await,
+        "invalid signature"
+    );
 }
 
 // ---- EdDSA with a PEM public key ------------------------------------------------------------

@@ -1,7 +1,8 @@
 //! Hardened inputs: every error the gateway emits — its own and axum's — is the one JSON error
 //! shape; chat messages, their parts and attachments and every JSON body's nesting are bounded;
 //! a user's open turns are limited per replica (429 + `Retry-After`); a client sending bad tokens
-//! is slowed to 429 before any verification. Also: REST with another school's ids.
+//! is slowed to 429 while valid tokens from the same address still pass, and `X-Forwarded-For` is
+//! believed only from a trusted proxy. Also: REST with another school's ids.
 
 use std::net::SocketAddr;
 
@@ -11,6 +12,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use rover_contracts::ErrorCode;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use uuid::Uuid;
 
 use crate::rest::{ADMIN, Reply, Rest, spawn_rest, spawn_rest_with};
 
@@ -146,6 +148,50 @@ async fn chat_messages_parts_attachments_and_nesting_are_bounded() {
     );
     assert!(many_files.error().message.contains("attachments"));
 
+    // An attachment is a bounded https link with a bounded name: not the file inline, not another
+    // scheme, not a megabyte of URL or file name.
+    let file = |url: String, filename: String| {
+        chat_body(
+            json!([{ "type": "file", "mediaType": "text/csv", "url": url, "filename": filename }]),
+        )
+    };
+    let https = "https://files.hill.school/u/a.csv".to_owned();
+    let long_url = format!("{https}?{}", "q".repeat(chat.max_attachment_url_bytes));
+    let cases = [
+        (
+            file(long_url, "a.csv".to_owned()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::TooLarge,
+        ),
+        (
+            file(
+                https.clone(),
+                "n".repeat(chat.max_attachment_name_bytes + 1),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::TooLarge,
+        ),
+        (
+            file("data:text/csv;base64,YSxi".to_owned(), "a.csv".to_owned()),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            file("javascript:alert(1)".to_owned(), "a.csv".to_owned()),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+    ];
+    for (body, status, code) in cases {
+        let refused = post(&rest, body).await;
+        expect_error(&refused, status, code);
+        assert!(
+            refused.error().message.contains("attachment"),
+            "{}",
+            refused.body
+        );
+    }
+
     let answer = json!({
         "id": "c1",
         "messages": [{ "role": "assistant", "parts": [{
@@ -202,61 +248,187 @@ async fn chat_messages_parts_attachments_and_nesting_are_bounded() {
     assert_eq!(rest.count("audit_log").await, 0);
 }
 
-#[tokio::test]
-async fn a_user_over_the_open_turn_limit_gets_429_with_retry_after_and_nothing_starts() {
-    let rest = spawn_rest().await;
-    let admin = rest.db.ids.user(ADMIN);
-    let max = rest.state.settings.chat.max_concurrent_turns_per_user;
-    assert!(max > 0);
-    // `max` turns already open for the admin on this replica.
-    let open: Vec<_> = (0..max)
-        .map(|_| rest.state.turns.try_acquire(admin).expect("a slot"))
-        .collect();
-    let request = || {
-        rest.request(Method::POST, "/api/chat", Some(ADMIN))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(chat_body(
-                json!([{ "type": "text", "text": "List the departments" }]),
-            )))
-            .unwrap()
-    };
-    let response = rest.router.clone().oneshot(request()).await.unwrap();
-    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-    let retry_after = response.headers()[header::RETRY_AFTER]
+fn retry_after(headers: &axum::http::HeaderMap) -> u64 {
+    headers[header::RETRY_AFTER]
         .to_str()
         .unwrap()
-        .parse::<u64>()
-        .unwrap();
-    assert_eq!(retry_after, rest.state.settings.chat.busy_retry_after_secs);
-    let refused = rest.send(request()).await;
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_users_open_turns_are_counted_until_the_turn_ends_not_until_the_client_leaves() {
+    let rest = spawn_rest_with(|s| s.chat.max_concurrent_turns_per_user = 2).await;
+    // Two turns started; their clients went away at once (the streams were dropped).
+    for chat in ["c1", "c2"] {
+        let (status, _, body) = rest.start_turn(ADMIN, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    assert_eq!(rest.count("open_turns").await, 2);
+    let (status, headers, body) = rest.start_turn(ADMIN, "c3").await;
+    let refused = Reply { status, body };
     expect_error(
         &refused,
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
     );
-    assert_eq!(rest.count("threads").await, 0, "nothing started");
-    assert_eq!(rest.state.turns.open(admin), max, "a refusal holds no slot");
-
-    // Another user is not affected; and the admin gets past the limit once a turn ends.
-    let other = rest
-        .send(
-            rest.request(Method::POST, "/api/chat", Some("dos@hill.school"))
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(chat_body(
-                    json!([{ "type": "text", "text": "hi" }]),
-                )))
-                .unwrap(),
-        )
-        .await;
-    assert_ne!(
-        other.status,
-        StatusCode::TOO_MANY_REQUESTS,
-        "{}",
-        other.body
+    assert_eq!(
+        retry_after(&headers),
+        rest.state.settings.chat.busy_retry_after_secs
     );
+    assert_eq!(rest.count("open_turns").await, 2, "a refusal opens nothing");
+    // Another user is not affected.
+    let (status, _, body) = rest.start_turn("dos@hill.school", "c4").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Once the worker ends the admin's turns, they may start again.
+    rest.finish_turns_of(ADMIN).await;
+    let (status, _, body) = rest.start_turn(ADMIN, "c3").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_second_message_on_a_chat_whose_reply_is_in_progress_is_409() {
+    let rest = spawn_rest().await;
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    expect_error(
+        &Reply { status, body },
+        StatusCode::CONFLICT,
+        ErrorCode::TurnInProgress,
+    );
+    assert_eq!(rest.count("open_turns").await, 1);
+    // Another chat of the same user is not busy; and once the turn ends, the chat is free.
+    let (status, _, _) = rest.start_turn(ADMIN, "other-chat").await;
+    assert_eq!(status, StatusCode::OK);
+    rest.finish_turns_of(ADMIN).await;
+    let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_school_over_its_open_turn_limit_gets_429_and_other_schools_do_not() {
+    let rest = spawn_rest_with(|s| {
+        s.chat.max_concurrent_turns_per_user = 0;
+        s.chat.max_concurrent_turns_per_school = 2;
+    })
+    .await;
+    for (email, chat) in [(ADMIN, "s1"), ("dos@hill.school", "s2")] {
+        let (status, _, body) = rest.start_turn(email, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, headers, body) = rest.start_turn("amina@hill.school", "s3").await;
+    expect_error(
+        &Reply { status, body },
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+    assert!(retry_after(&headers) >= 1);
+    let (status, _, body) = rest.start_turn("admin@lakeside.college", "s4").await;
+    assert_eq!(status, StatusCode::OK, "another school: {body}");
+}
+
+#[tokio::test]
+async fn a_full_turns_queue_refuses_the_turn_with_503_and_it_does_not_count() {
+    let rest = spawn_rest_with(|s| s.amqp.turns_max_length = 1).await;
+    // No worker consumes, so the turns stay queued. A quorum queue applies its limit once it is
+    // exceeded: it takes one turn beyond it, then the broker nacks every publish.
+    let mut accepted = 0;
+    let refused = loop {
+        let (status, headers, body) = rest.start_turn(ADMIN, &format!("q{accepted}")).await;
+        if status != StatusCode::OK {
+            break (Reply { status, body }, headers);
+        }
+        accepted += 1;
+        assert!(accepted <= 2, "the queue is capped at its limit (+1)");
+    };
+    assert!(accepted >= 1);
+    expect_error(
+        &refused.0,
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Unavailable,
+    );
+    assert!(retry_after(&refused.1) >= 1);
+    assert_eq!(
+        rest.count("open_turns").await,
+        accepted,
+        "the refused turn was closed"
+    );
+    let (status, _, body) = rest.start_turn("dos@hill.school", "q-other").await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "still full: {body}"
+    );
+}
+
+#[tokio::test]
+async fn the_same_chat_id_in_two_schools_is_two_threads() {
+    let rest = spawn_rest().await;
+    let uuid = Uuid::new_v4().to_string();
+    for chat in ["shared-chat-id", uuid.as_str()] {
+        // Lakeside takes the id first; Hill's user must not be locked out of it.
+        let (status, _, body) = rest.start_turn("admin@lakeside.college", chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, _, body) = rest.start_turn(ADMIN, chat).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // Within a school, another user's thread is still not theirs.
+        let (status, _, body) = rest.start_turn("dos@hill.school", chat).await;
+        expect_error(
+            &Reply { status, body },
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+        );
+    }
+    assert_eq!(rest.count("threads").await, 4);
+}
+
+#[tokio::test]
+async fn resumed_streams_share_the_replicas_one_consumer_and_are_limited_per_user() {
+    let rest = spawn_rest().await;
+    let max = rest.state.settings.chat.max_resumes_per_user;
+    assert!(max > 1);
+    let (status, _, body) = rest.start_turn(ADMIN, "resumed").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resume = || {
+        rest.request(Method::GET, "/api/chat/resumed/stream", Some(ADMIN))
+            .body(Body::empty())
+            .unwrap()
+    };
+    // `max` streams of the running turn, held open.
+    let mut open = Vec::new();
+    for _ in 0..max {
+        let response = rest.router.clone().oneshot(resume()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(response);
+    }
+    // However many streams are open, the replica has one consumer and one subscription queue.
+    let consumers = rest.vhost.list("list_consumers", &["queue_name"]);
+    assert_eq!(
+        consumers.len(),
+        1,
+        "one consumer for every stream: {consumers:?}"
+    );
+    let subscriptions = rest
+        .vhost
+        .list("list_queues", &["name", "exclusive"])
+        .into_iter()
+        .filter(|q| q["exclusive"] == true)
+        .count();
+    assert_eq!(subscriptions, 1);
+    assert_eq!(rest.state.events.turns_followed(), 1);
+    // One more is refused, with the JSON error and a Retry-After.
+    let response = rest.router.clone().oneshot(resume()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(retry_after(response.headers()) >= 1);
+    // A stream that ends frees its place; when none follows the turn, the replica forgets it.
+    open.pop();
+    let response = rest.router.clone().oneshot(resume()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
     drop(open);
-    let after = rest.router.clone().oneshot(request()).await.unwrap();
-    assert_ne!(after.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(rest.state.events.turns_followed(), 0);
+    assert_eq!(rest.state.resumes.open(rest.db.ids.user(ADMIN)), 0);
 }
 
 #[tokio::test]
@@ -298,10 +470,16 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
         .parse()
         .unwrap();
     assert!((1..=rest.state.settings.auth.failure_window_secs).contains(&retry_after));
-    // Refused before verification: even a valid token from that address waits out the window.
-    let limited = rest.send(from([10, 0, 0, 2], &good)).await;
+    // Verified first: a valid token from that very address (a school behind one NAT) passes.
+    for _ in 0..3 {
+        assert_eq!(
+            rest.send(from([10, 0, 0, 2], &good)).await.status,
+            StatusCode::OK
+        );
+    }
+    let still_limited = rest.send(from([10, 0, 0, 2], "not.a.token")).await;
     expect_error(
-        &limited,
+        &still_limited,
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
     );
@@ -312,6 +490,94 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
     );
     let other_bad = rest.send(from([10, 0, 0, 3], "not.a.token")).await;
     assert_eq!(other_bad.status, StatusCode::UNAUTHORIZED);
+}
+
+/// A request for `/api/staff` from `peer` with `token` and, if given, `X-Forwarded-For`.
+fn staff_request(peer: [u8; 4], forwarded_for: Option<&str>, token: &str) -> Request<Body> {
+    let mut request =
+        Request::get("/api/staff").header(header::AUTHORIZATION, format!("Bearer {token}"));
+    if let Some(forwarded_for) = forwarded_for {
+        request = request.header("x-forwarded-for", forwarded_for);
+    }
+    let mut request = request.body(Body::empty()).unwrap();
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from((peer, 40_000))));
+    request
+}
+
+#[tokio::test]
+async fn forwarded_for_names_the_client_only_behind_a_trusted_proxy() {
+    let rest = spawn_rest_with(|settings| {
+        settings.http.trusted_proxies = vec!["10.9.0.0/16".to_owned()];
+    })
+    .await;
+    let max = rest.state.settings.auth.max_failures_per_window;
+    let good = rest.token(ADMIN);
+    // An untrusted peer cannot dodge the limit by inventing a new X-Forwarded-For each time.
+    for n in 0..max {
+        let spoofed = format!("203.0.113.{n}");
+        let reply = rest
+            .send(staff_request([10, 1, 0, 1], Some(&spoofed), "not.a.token"))
+            .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    }
+    let reply = rest
+        .send(staff_request(
+            [10, 1, 0, 1],
+            Some("198.51.100.99"),
+            "not.a.token",
+        ))
+        .await;
+    expect_error(
+        &reply,
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+
+    // Behind the trusted ingress, each client is its own X-Forwarded-For address: one client's
+    // failures limit that client, not everyone the ingress forwards.
+    for _ in 0..max {
+        let reply = rest
+            .send(staff_request(
+                [10, 9, 0, 1],
+                Some("1.1.1.1, 203.0.113.5"),
+                "not.a.token",
+            ))
+            .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    }
+    let limited = rest
+        .send(staff_request(
+            [10, 9, 0, 2],
+            Some("203.0.113.5"),
+            "not.a.token",
+        ))
+        .await;
+    expect_error(
+        &limited,
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+    );
+    let other = rest
+        .send(staff_request(
+            [10, 9, 0, 1],
+            Some("203.0.113.6"),
+            "not.a.token",
+        ))
+        .await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNAUTHORIZED,
+        "another client behind the ingress"
+    );
+    assert_eq!(
+        rest.send(staff_request([10, 9, 0, 1], Some("203.0.113.5"), &good))
+            .await
+            .status,
+        StatusCode::OK,
+        "the limited client's valid token still passes"
+    );
 }
 
 #[tokio::test]

@@ -19,7 +19,6 @@ use rover_gateway::auth::{Authenticator, dev_token};
 use rover_gateway::rest::contracts::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE};
 use rover_gateway::rest::{ErrorBody, ErrorDetail, tool_contracts_json};
 use rover_gateway::state::{AppState, Shared};
-use rover_messaging::{Broker, BrokerOptions, Topology};
 use rover_settings::Secret;
 use rover_testkit::{TestVhost, TurnKeys, within};
 use serde_json::{Value, json};
@@ -42,7 +41,7 @@ pub(crate) struct Rest {
     owner: PgPool,
     _keys: TurnKeys,
     // Dropped last, after the broker connection in `state`.
-    _vhost: TestVhost,
+    pub(crate) vhost: TestVhost,
 }
 
 /// A response: status and JSON body (`Null` when empty).
@@ -71,26 +70,35 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
     let db = TestDb::new().await;
     let keys = TurnKeys::generate();
     let mut settings = Settings::default();
+    settings.auth.development = true;
     configure(&mut settings);
     settings.amqp.url = Secret::new(vhost.url());
     settings.database.url = Secret::new(db.app_url().to_owned());
-    let broker = within(
+    // The topology the services declare, so a chat turn can be published (no worker takes it).
+    let (broker, topology) = within(
         "connect to the broker",
-        Broker::connect(BrokerOptions::new(vhost.url())),
+        rover_messaging::connect_service(&settings.amqp, "rover-gateway-test"),
     )
     .await
     .expect("the broker is reachable");
     let publisher = broker.publisher();
+    let events = rover_gateway::events::TurnEvents::start(&broker, &topology)
+        .await
+        .expect("subscribe to turn events");
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
     let (metrics, registry) = rover_gateway::observe::metrics();
-    let turns = rover_gateway::limits::TurnSlots::new(settings.chat.max_concurrent_turns_per_user);
+    let resumes = rover_gateway::limits::StreamSlots::new(settings.chat.max_resumes_per_user);
+    let proxies = rover_gateway::limits::TrustedProxies::parse(&settings.http.trusted_proxies)
+        .expect("the trusted proxies parse");
     let state = AppState(Arc::new(Shared {
-        turns,
+        resumes,
+        events,
+        proxies,
         settings,
         pool: db.pool.clone(),
         broker,
         publisher,
-        topology: Topology::default(),
+        topology,
         auth,
         signer: keys.signer(),
         metrics,
@@ -105,7 +113,7 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
         db,
         owner,
         _keys: keys,
-        _vhost: vhost,
+        vhost,
     }
 }
 
@@ -185,6 +193,57 @@ impl Rest {
     pub(crate) async fn patch(&self, email: &str, path: &str, body: Value) -> Reply {
         self.json(Method::PATCH, email, path, &body.to_string())
             .await
+    }
+
+    /// Starts a chat turn as `email` in chat `chat`: the status, headers and (for an error) the
+    /// body. A started turn's stream is dropped at once, as a client that goes away would.
+    pub(crate) async fn start_turn(
+        &self,
+        email: &str,
+        chat: &str,
+    ) -> (StatusCode, axum::http::HeaderMap, Value) {
+        let body = json!({ "id": chat, "trigger": "submit-message", "messages": [{ "id": "m1", "role": "user", "parts": [{ "type": "text", "text": "List the departments" }] }] });
+        let request = self
+            .request(Method::POST, "/api/chat", Some(email))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = within("the router answers", self.router.clone().oneshot(request))
+            .await
+            .expect("the router is infallible");
+        let (status, headers) = (response.status(), response.headers().clone());
+        if status.is_success() {
+            return (status, headers, Value::Null);
+        }
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("read the body");
+        let body = serde_json::from_slice(&bytes).expect("an error body is JSON");
+        (status, headers, body)
+    }
+
+    /// Ends every open turn of `email`'s, as the worker does when it records a turn's `finish`.
+    pub(crate) async fn finish_turns_of(&self, email: &str) {
+        let user = self.db.ids.user(email);
+        let turns: Vec<(Uuid, Uuid)> =
+            sqlx::query_as("SELECT school_id, turn_id FROM open_turns WHERE user_id = $1")
+                .bind(user.as_uuid())
+                .fetch_all(&self.owner)
+                .await
+                .expect("read open turns");
+        for (school, turn) in turns {
+            let school = rover_contracts::ids::SchoolId::from_uuid(school);
+            let mut tx = rover_domain::begin_tenant(&self.db.pool, school)
+                .await
+                .expect("begin");
+            rover_domain::conversation::close_turn(
+                &mut tx,
+                rover_contracts::ids::TurnId::from_uuid(turn),
+            )
+            .await
+            .expect("close the turn");
+            tx.commit().await.expect("commit");
+        }
     }
 
     pub(crate) async fn count(&self, table: &str) -> i64 {
