@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::FutureExt as _;
 use rover_agent::model::{ModelClient, ModelOptions};
-use rover_agent::sandbox::Sandbox;
+use rover_agent::sandbox::{Quota, Sandbox, SandboxLimits, SandboxOwner};
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{
     AgentMetrics, Emitted, Journal, Mounts, NewArtifact, StepPart, ToolRpc, TurnDeps, build_agent,
@@ -79,10 +79,26 @@ impl Default for Settings {
 pub struct AgentSettings {
     /// The skills folder (`general/`, `rover/`, one per role subagent).
     pub skills_dir: PathBuf,
-    /// Where per-thread sandboxes live; unset, threads have no files.
+    /// Where per-thread sandboxes live (`<dir>/<school>/<user>/<thread>/`); unset, threads have
+    /// no files.
     pub sandbox_dir: Option<PathBuf>,
     /// Most bytes one thread's sandbox may hold.
     pub sandbox_limit_bytes: u64,
+    /// Most files and directories one thread's sandbox may hold.
+    pub sandbox_limit_entries: u64,
+    /// Most bytes one user's sandboxes may hold together.
+    pub sandbox_user_limit_bytes: u64,
+    /// Most files and directories one user's sandboxes may hold together.
+    pub sandbox_user_limit_entries: u64,
+    /// Most bytes one school's sandboxes may hold together.
+    pub sandbox_school_limit_bytes: u64,
+    /// Most files and directories one school's sandboxes may hold together (this also bounds
+    /// the walk that measures usage before each write).
+    pub sandbox_school_limit_entries: u64,
+    /// A thread's sandbox not opened for this many seconds is removed by the sweep.
+    pub sandbox_max_age_secs: u64,
+    /// How often the sweep runs (it also runs when the worker starts), in seconds.
+    pub sandbox_sweep_interval_secs: u64,
     /// Model calls one agent may make in a turn before it stops with a clear message.
     pub step_limit: u32,
     /// Attempts of a model request on transport errors.
@@ -98,9 +114,36 @@ impl Default for AgentSettings {
             skills_dir: PathBuf::from("skills"),
             sandbox_dir: None,
             sandbox_limit_bytes: 10 * 1024 * 1024,
+            sandbox_limit_entries: 1_000,
+            sandbox_user_limit_bytes: 50 * 1024 * 1024,
+            sandbox_user_limit_entries: 5_000,
+            sandbox_school_limit_bytes: 1024 * 1024 * 1024,
+            sandbox_school_limit_entries: 50_000,
+            sandbox_max_age_secs: 30 * 24 * 60 * 60,
+            sandbox_sweep_interval_secs: 60 * 60,
             step_limit: 8,
             model_attempts: 2,
             turn_timeout_ms: 10 * 60 * 1000,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The sandbox quotas, per thread, user and school.
+    pub fn sandbox_limits(&self) -> SandboxLimits {
+        SandboxLimits {
+            thread: Quota {
+                bytes: self.sandbox_limit_bytes,
+                entries: self.sandbox_limit_entries,
+            },
+            user: Quota {
+                bytes: self.sandbox_user_limit_bytes,
+                entries: self.sandbox_user_limit_entries,
+            },
+            school: Quota {
+                bytes: self.sandbox_school_limit_bytes,
+                entries: self.sandbox_school_limit_entries,
+            },
         }
     }
 }
@@ -256,6 +299,11 @@ impl App {
                     }
                 }),
             );
+        let (stop_sweep, sweep_stopped) = tokio::sync::oneshot::channel::<()>();
+        let sweeper = tokio::spawn(sweep_sandboxes(
+            shared.settings.agent.clone(),
+            sweep_stopped,
+        ));
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -268,11 +316,44 @@ impl App {
         shutdown.await;
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;
+        let _ = stop_sweep.send(());
+        let _ = sweeper.await;
         let _ = stop_http.send(());
         let _ = http.await;
         broker.close().await;
         shared.pool.close().await;
         Ok(())
+    }
+}
+
+/// Removes sandboxes unused for `sandbox_max_age_secs`: once now, then every
+/// `sandbox_sweep_interval_secs`, until `stop` resolves. Without a sandbox directory it does
+/// nothing.
+async fn sweep_sandboxes(settings: AgentSettings, stop: tokio::sync::oneshot::Receiver<()>) {
+    let Some(base) = settings.sandbox_dir else {
+        return;
+    };
+    let max_age = Duration::from_secs(settings.sandbox_max_age_secs);
+    let mut every = tokio::time::interval(Duration::from_secs(
+        settings.sandbox_sweep_interval_secs.max(1),
+    ));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let sweeping = async {
+        loop {
+            every.tick().await;
+            let base = base.clone();
+            match tokio::task::spawn_blocking(move || rover_agent::sandbox::sweep(&base, max_age))
+                .await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "could not sweep old sandboxes"),
+                Err(error) => tracing::warn!(%error, "the sandbox sweep stopped"),
+            }
+        }
+    };
+    tokio::select! {
+        () = sweeping => {}
+        _ = stop => {}
     }
 }
 
@@ -629,8 +710,12 @@ async fn run_request(
         Some(dir) => Some(
             Sandbox::open(
                 dir,
-                request.thread_id,
-                shared.settings.agent.sandbox_limit_bytes,
+                SandboxOwner {
+                    school,
+                    user: context.user_details.user_id,
+                    thread: request.thread_id,
+                },
+                shared.settings.agent.sandbox_limits(),
             )
             .map_err(|e| Failure {
                 code: ErrorCode::Internal,
