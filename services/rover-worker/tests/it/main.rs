@@ -6,4 +6,5 @@ mod helpers;
 
 mod agents;
 mod failures;
+mod questions;
 mod utterances;
