@@ -47,6 +47,7 @@ async fn the_kololo_admin_sees_only_kololo_and_school_wide_rows() {
     let classes: Vec<_> = list_classes(&mut tx, &me, &kololo, &NoArgs {})
         .await
         .unwrap()
+        .classes
         .into_iter()
         .map(|c| c.class.name)
         .collect();
@@ -80,6 +81,7 @@ async fn the_kololo_admin_sees_only_kololo_and_school_wide_rows() {
     let staff: Vec<_> = list_staff(&mut tx, &me, &kololo, &ListStaffArgs::default())
         .await
         .unwrap()
+        .staff
         .into_iter()
         .map(|s| s.email)
         .collect();
