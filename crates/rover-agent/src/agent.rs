@@ -194,6 +194,51 @@ fn definitions() -> &'static HashMap<&'static str, Value> {
     })
 }
 
+/// Checks a local tool's arguments against the very schema the model was shown (closed: unknown
+/// fields are errors), so nothing runs on arguments the contract does not allow. The message names
+/// the first problem, cut short so a huge argument is never echoed back whole.
+pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), String> {
+    static VALIDATORS: OnceLock<HashMap<&'static str, jsonschema::Validator>> = OnceLock::new();
+    let validators = VALIDATORS.get_or_init(|| {
+        definitions()
+            .iter()
+            .filter_map(|(name, definition)| {
+                // The registry's schemas are checked to be valid JSON Schema by the contracts tests.
+                let validator =
+                    jsonschema::validator_for(&definition["function"]["parameters"]).ok()?;
+                Some((*name, validator))
+            })
+            .collect()
+    });
+    let Some(validator) = validators.get(tool.contract.name) else {
+        return Err(format!(
+            "The arguments of {} cannot be checked, so it was not run.",
+            tool.contract.name
+        ));
+    };
+    match validator.iter_errors(args).next() {
+        None => Ok(()),
+        Some(error) => {
+            const SHOWN: usize = 300;
+            let path = error.instance_path().to_string();
+            let at = if path.is_empty() {
+                String::new()
+            } else {
+                format!(" (at {})", path.chars().take(100).collect::<String>())
+            };
+            let message = error.to_string();
+            let mut shown: String = message.chars().take(SHOWN).collect();
+            if message.chars().count() > SHOWN {
+                shown.push('…');
+            }
+            Err(format!(
+                "Invalid arguments for {}: {shown}{at}. Nothing was run.",
+                tool.contract.name
+            ))
+        }
+    }
+}
+
 /// Whether a tool changes data (for the prompt's inventory).
 pub(crate) fn is_write(tool: &AgentTool) -> bool {
     tool.contract.effect == Effect::Write

@@ -223,7 +223,7 @@ pub async fn run_turn(
     conversation.extend(history);
     let first = input_message(input, deps.context);
     conversation.push(first.clone());
-    let outcome = run_loop(agent, "", conversation, deps).await?;
+    let outcome = run_loop(agent, "", complete_tool_results(conversation), deps).await?;
     let mut messages = vec![first];
     messages.extend(outcome.messages);
     Ok(TurnResult {
@@ -399,8 +399,10 @@ async fn run_loop(
                 input,
             });
         }
-        // `ask_user` ends the turn waiting: its answer arrives as the next message.
-        if calls.iter().any(|c| c.name == "ask_user") {
+        // `ask_user` alone ends the turn waiting: its answer arrives as the next message, the one
+        // result the step lacks. Beside other calls it is refused with an error result (below),
+        // so every call of a step always has its result and the thread stays valid.
+        if asks_alone(agent, &calls, &inputs) {
             emit(TurnEventKind::FinishStep);
             return Ok(Outcome {
                 messages: added,
@@ -575,6 +577,64 @@ async fn read_step(
     Ok((text, calls))
 }
 
+/// The tool that pauses the turn for the staff member's answer.
+const ASK_USER: &str = "ask_user";
+
+/// The result of an `ask_user` call made beside other calls.
+const ASK_ALONE: &str = "The question was not asked: ask_user must be the only tool call in its \
+     step. Wait for the other calls' results, then call ask_user on its own if you still need \
+     the answer.";
+
+/// Whether the step is one valid `ask_user` call and nothing else: only then does the turn end
+/// waiting for the answer.
+fn asks_alone(agent: &Agent, calls: &[Call], inputs: &[Result<Value, String>]) -> bool {
+    match (calls, inputs) {
+        ([call], [Ok(args)]) if call.name == ASK_USER => agent
+            .tool(ASK_USER)
+            .is_some_and(|tool| crate::agent::validate_arguments(tool, args).is_ok()),
+        _ => false,
+    }
+}
+
+/// Gives every tool call in `conversation` a result: a call left without one (a thread stored
+/// before `ask_user` had to be asked alone) gets an error result right after its siblings', so
+/// the model is never sent a thread it would refuse.
+fn complete_tool_results(conversation: Vec<Value>) -> Vec<Value> {
+    let mut completed = Vec::with_capacity(conversation.len());
+    let mut pending: Vec<String> = Vec::new();
+    let flush = |completed: &mut Vec<Value>, pending: &mut Vec<String>| {
+        for id in pending.drain(..) {
+            let missing = AgentToolResult::<Value>::error(
+                "This call has no result: it was not run, or its question was not answered. Call it \
+                 again if it is still needed.",
+            );
+            completed.push(
+                json!({ "role": "tool", "tool_call_id": id, "content": missing.to_model_string() }),
+            );
+        }
+    };
+    for message in conversation {
+        if message["role"] == "tool" {
+            let id = message["tool_call_id"].as_str().unwrap_or_default();
+            pending.retain(|p| p != id);
+        } else {
+            flush(&mut completed, &mut pending);
+            if message["role"] == "assistant" {
+                pending = message["tool_calls"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|call| call["id"].as_str().map(str::to_owned))
+                    .collect();
+            }
+        }
+        completed.push(message);
+    }
+    flush(&mut completed, &mut pending);
+    completed
+}
+
 /// The assistant message of a step, as the conversation (and the journal) keep it.
 fn assistant_message(text: &str, calls: &[Call]) -> Value {
     let mut assistant = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text.to_owned()) } });
@@ -646,12 +706,22 @@ async fn run_tool<'c>(
         Ok(args) => args,
         Err(error) => return (&call.name, "invalid", AgentToolResult::error(error)),
     };
+    if call.name == ASK_USER {
+        // Only reached when the question was not asked alone (or its arguments are invalid).
+        let error = crate::agent::validate_arguments(tool, &args)
+            .err()
+            .unwrap_or_else(|| ASK_ALONE.to_owned());
+        return (&call.name, "invalid", AgentToolResult::error(error));
+    }
     match tool.contract.kind {
         ToolKind::Rpc { event, .. } => {
             let (outcome, result) = call_rpc(event, &call.id, args, deps).await;
             (event, outcome, result)
         }
         ToolKind::Local { .. } => {
+            if let Err(error) = crate::agent::validate_arguments(tool, &args) {
+                return (&call.name, "invalid", AgentToolResult::error(error));
+            }
             let result = if call.name == "task" {
                 delegate(agent, &call.id, args, deps).await
             } else {

@@ -1,8 +1,11 @@
 //! The per-thread sandbox behind the file tools (`ls`, `read_file`, `write_file`, `edit_file`,
-//! `save_artifact`): one directory per thread, kept on disk between turns, bounded in total size.
+//! `save_artifact`): one directory per thread, `<base>/<school id>/<user id>/<thread id>/`, kept on
+//! disk between turns, bounded per thread, per user and per school (bytes of files, and entries —
+//! files and directories alike), and removed by [`sweep`] once nobody has opened it for a while.
 //!
 //! The model names files by absolute *virtual* paths (`/notes/plan.md`, `/` being the thread's
-//! directory). *Architecture Invariant*: no virtual path reaches outside `<base>/<thread id>/` — paths
+//! directory). *Architecture Invariant*: no virtual path reaches outside the thread's directory
+//! (the school, user and thread segments are UUIDs, never model input) — paths
 //! are normalised lexically (a `..` above the root is refused, never clamped), host paths,
 //! backslashes and NUL bytes are refused, and symbolic links are never followed: every component
 //! is examined with `symlink_metadata`, and a link is an error. Errors are sentences a model can
@@ -15,8 +18,9 @@ use std::fmt;
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
-use rover_contracts::ids::ThreadId;
+use rover_contracts::ids::{SchoolId, ThreadId, UserId};
 use rover_contracts::tools::{FileEntry, FileWritten};
 
 /// The first segment reserved for the skill library.
@@ -38,15 +42,20 @@ pub enum SandboxError {
     /// The request cannot be honoured as asked; the message says why and what to do instead.
     #[error("{0}")]
     Invalid(String),
-    /// The write would push the thread's files over their size limit; nothing was written.
+    /// The write would push the thread's, the user's or the school's files over a quota; nothing
+    /// was written.
     #[error(
-        "Writing {path} would bring this chat's files to {would_use} bytes, over their limit of \
-         {limit} bytes. Nothing was written."
+        "Writing {path} would bring {scope} to {would_use} {unit}, over their limit of {limit} \
+         {unit}. Nothing was written."
     )]
     TooLarge {
         /// The file that was being written.
         path: String,
-        /// The total the thread's files would have reached.
+        /// Whose quota it would break.
+        scope: QuotaScope,
+        /// What the quota counts.
+        unit: QuotaUnit,
+        /// The total the files would have reached.
         would_use: u64,
         /// The limit.
         limit: u64,
@@ -64,58 +73,170 @@ pub enum SandboxError {
     },
 }
 
+/// Whose quota a refused write would break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaScope {
+    /// This thread's files.
+    Thread,
+    /// All the files of the thread's user, across their threads.
+    User,
+    /// All the files of the school, across its users.
+    School,
+}
+
+impl fmt::Display for QuotaScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuotaScope::Thread => "this chat's files",
+            QuotaScope::User => "your files across all your chats",
+            QuotaScope::School => "your school's files across all its chats",
+        })
+    }
+}
+
+/// What a quota counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaUnit {
+    /// Bytes of regular files.
+    Bytes,
+    /// Entries: files and directories.
+    Entries,
+}
+
+impl fmt::Display for QuotaUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuotaUnit::Bytes => "bytes",
+            QuotaUnit::Entries => "files and folders",
+        })
+    }
+}
+
+/// How much may be stored, or is stored: bytes of regular files, and entries (files and
+/// directories; a directory costs an entry however empty it is).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    /// Bytes of regular files.
+    pub bytes: u64,
+    /// Files and directories.
+    pub entries: u64,
+}
+
+/// The quotas a sandbox's writes are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// One thread's files.
+    pub thread: Quota,
+    /// One user's files, across their threads.
+    pub user: Quota,
+    /// One school's files, across its users.
+    pub school: Quota,
+}
+
+impl SandboxLimits {
+    /// The same quota at every level (tests that care about one level only).
+    pub fn uniform(quota: Quota) -> Self {
+        Self {
+            thread: quota,
+            user: quota,
+            school: quota,
+        }
+    }
+}
+
+/// Whose sandbox: it lives at `<base>/<school>/<user>/<thread>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxOwner {
+    /// The school (from the runtime context).
+    pub school: SchoolId,
+    /// The staff member whose thread it is.
+    pub user: UserId,
+    /// The thread.
+    pub thread: ThreadId,
+}
+
+/// What is stored, as one walk of the school's directory measured it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SandboxUsage {
+    /// This thread's files.
+    pub thread: Quota,
+    /// The user's files, across their threads.
+    pub user: Quota,
+    /// The school's files.
+    pub school: Quota,
+}
+
 /// One thread's files. Cheap to clone; every call goes to the disk, so nothing is cached between
 /// turns or between clones.
 ///
-/// The size limit is checked before each write against what is on disk; two writes racing on the
-/// same thread could together overshoot it by one file, which the one-turn-per-thread rule of the
-/// worker prevents.
+/// The quotas are checked before each write against what is on disk (one walk of the school's
+/// directory, bounded by the school's entry quota); writes racing in different threads of one user
+/// or school could together overshoot a quota by one file each.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
-    /// Whose files these are (for spans).
-    thread: ThreadId,
+    /// Whose files these are (for spans, and the quotas' levels).
+    owner: SandboxOwner,
     /// The directory every sandbox lives under: host paths under it are refused by name.
     base: PathBuf,
-    /// `<base>/<thread id>`: the virtual root `/`.
+    /// `<base>/<school id>`: everything the school's quota counts.
+    school_dir: PathBuf,
+    /// `<base>/<school id>/<user id>/<thread id>`: the virtual root `/`.
     dir: PathBuf,
-    /// The most bytes the thread's files may hold together.
-    limit_bytes: u64,
+    /// The quotas.
+    limits: SandboxLimits,
 }
 
 impl Sandbox {
-    /// Opens (creating it if needed) the sandbox of `thread` under `base`, holding at most
-    /// `limit_bytes` bytes of files.
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %thread))]
-    pub fn open(base: &Path, thread: ThreadId, limit_bytes: u64) -> Result<Sandbox, SandboxError> {
-        let dir = base.join(thread.to_string());
-        fs::create_dir_all(&dir).map_err(|e| io_error("/", "create", e))?;
+    /// Opens (creating it if needed) the sandbox of `owner` under `base`, bounded by `limits`, and
+    /// marks it used now (so [`sweep`] keeps it).
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %owner.thread))]
+    pub fn open(
+        base: &Path,
+        owner: SandboxOwner,
+        limits: SandboxLimits,
+    ) -> Result<Sandbox, SandboxError> {
+        let school_dir = base.join(owner.school.to_string());
+        let dir = school_dir
+            .join(owner.user.to_string())
+            .join(owner.thread.to_string());
+        // A concurrent sweep may remove an empty parent between two of `create_dir_all`'s steps.
+        let mut created = fs::create_dir_all(&dir);
+        for _ in 0..2 {
+            if created.is_ok() {
+                break;
+            }
+            created = fs::create_dir_all(&dir);
+        }
+        created.map_err(|e| io_error("/", "create", e))?;
         let meta = fs::symlink_metadata(&dir).map_err(|e| io_error("/", "open", e))?;
         if !meta.is_dir() {
             return Err(SandboxError::Invalid(
                 "This chat's file area is not a directory.".to_owned(),
             ));
         }
+        touch(&dir).map_err(|e| io_error("/", "open", e))?;
         Ok(Sandbox {
-            thread,
+            owner,
             base: base.to_owned(),
+            school_dir,
             dir,
-            limit_bytes,
+            limits,
         })
     }
 
     /// The thread these files belong to.
     pub fn thread(&self) -> ThreadId {
-        self.thread
+        self.owner.thread
     }
 
-    /// The most bytes the thread's files may hold together.
-    pub fn limit_bytes(&self) -> u64 {
-        self.limit_bytes
+    /// The quotas writes are checked against.
+    pub fn limits(&self) -> SandboxLimits {
+        self.limits
     }
 
     /// The entries of a directory, sorted by path: sub-directories and regular files only (links
     /// and half-written temporary files are left out).
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread, path))]
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread, path))]
     pub fn ls(&self, path: &str) -> Result<Vec<FileEntry>, SandboxError> {
         let vpath = self.parse(path)?;
         tracing::Span::current().record("path", tracing::field::display(&vpath));
@@ -161,7 +282,7 @@ impl Sandbox {
 
     /// A text file's lines: from line `offset` (0-based; default 0), at most `limit` lines
     /// (default all), with their line endings as stored.
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread, path))]
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread, path))]
     pub fn read(
         &self,
         path: &str,
@@ -185,7 +306,7 @@ impl Sandbox {
 
     /// Creates or replaces a file with `content`, creating missing directories. The replacement is
     /// atomic; if it would take the thread over its limit, nothing changes.
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread, path, bytes = content.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread, path, bytes = content.len()))]
     pub fn write(&self, path: &str, content: &str) -> Result<FileWritten, SandboxError> {
         let vpath = self.parse_writable(path)?;
         tracing::Span::current().record("path", tracing::field::display(&vpath));
@@ -205,7 +326,7 @@ impl Sandbox {
     /// Replaces `old` with `new` in a text file: exactly one occurrence unless `replace_all`.
     /// Fails, changing nothing, if `old` is empty or absent, or occurs more than once without
     /// `replace_all`.
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread, path, replace_all))]
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread, path, replace_all))]
     pub fn edit(
         &self,
         path: &str,
@@ -221,29 +342,35 @@ impl Sandbox {
             ));
         }
         let text = self.read_text(&vpath)?;
-        let edited = match text.matches(old).count() {
+        let occurrences = match text.matches(old).count() {
             0 => {
                 return Err(SandboxError::Invalid(format!(
                     "The text to replace was not found in {vpath}; read the file and copy the text exactly."
                 )));
             }
-            1 => text.replacen(old, new, 1),
-            n if replace_all => {
-                tracing::debug!(occurrences = n, "replacing every occurrence");
-                text.replace(old, new)
-            }
-            n => {
+            n if n > 1 && !replace_all => {
                 return Err(SandboxError::Invalid(format!(
                     "The text to replace occurs {n} times in {vpath}; include more of the \
                      surrounding text so it occurs once, or set replaceAll to change every one."
                 )));
             }
+            n => n,
         };
-        self.put(&vpath, text.len() as u64, edited.as_bytes())
+        tracing::debug!(occurrences, "replacing");
+        // The edited size is known before the edited text is built: refuse first, allocate after.
+        let old_size = text.len() as u64;
+        let edited_size = edited_len(text.len(), occurrences, old.len(), new.len());
+        self.check_room(&vpath, old_size, edited_size)?;
+        let edited = if occurrences == 1 {
+            text.replacen(old, new, 1)
+        } else {
+            text.replace(old, new)
+        };
+        self.write_atomic(&vpath, edited.as_bytes())
     }
 
     /// A file's raw bytes (for `save_artifact`).
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread, path))]
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread, path))]
     pub fn read_bytes(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         let vpath = self.parse(path)?;
         tracing::Span::current().record("path", tracing::field::display(&vpath));
@@ -252,23 +379,59 @@ impl Sandbox {
     }
 
     /// The bytes the thread's regular files hold together (links are not counted, nor followed).
-    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.thread))]
     pub fn used_bytes(&self) -> Result<u64, SandboxError> {
-        let mut total = 0;
-        let mut pending = vec![self.dir.clone()];
-        while let Some(dir) = pending.pop() {
-            let measure_error = |e| io_error("/", "measure", e);
-            for entry in fs::read_dir(&dir).map_err(measure_error)? {
+        Ok(self.usage()?.thread.bytes)
+    }
+
+    /// What the thread, its user and its school store, in one walk of the school's directory.
+    /// Entries are the files and directories inside threads' directories (not the user and
+    /// thread directories themselves); links count as entries but are never followed.
+    #[tracing::instrument(level = "debug", skip_all, fields(thread = %self.owner.thread))]
+    pub fn usage(&self) -> Result<SandboxUsage, SandboxError> {
+        let measure_error = |e| io_error("/", "measure", e);
+        let (user, thread) = (self.owner.user.to_string(), self.owner.thread.to_string());
+        let mut usage = SandboxUsage::default();
+        // (directory, depth below the school's, is the user's, is the thread's)
+        let mut pending = vec![(self.school_dir.clone(), 0_usize, false, false)];
+        while let Some((dir, depth, in_user, in_thread)) = pending.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                // Removed meanwhile (a sweep of another user's old thread): nothing to count.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(measure_error(e)),
+            };
+            for entry in entries {
                 let entry = entry.map_err(measure_error)?;
-                let meta = fs::symlink_metadata(entry.path()).map_err(measure_error)?;
+                let meta = match fs::symlink_metadata(entry.path()) {
+                    Ok(meta) => meta,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(measure_error(e)),
+                };
+                let name = entry.file_name();
+                let (in_user, in_thread) = match depth {
+                    0 => (name.to_str() == Some(user.as_str()), false),
+                    1 => (in_user, in_user && name.to_str() == Some(thread.as_str())),
+                    _ => (in_user, in_thread),
+                };
+                if depth >= 2 {
+                    let bytes = if meta.is_file() { meta.len() } else { 0 };
+                    for (counted, quota) in [
+                        (true, &mut usage.school),
+                        (in_user, &mut usage.user),
+                        (in_thread, &mut usage.thread),
+                    ] {
+                        if counted {
+                            quota.bytes += bytes;
+                            quota.entries += 1;
+                        }
+                    }
+                }
                 if meta.is_dir() {
-                    pending.push(entry.path());
-                } else if meta.is_file() {
-                    total += meta.len();
+                    pending.push((entry.path(), depth + 1, in_user, in_thread));
                 }
             }
         }
-        Ok(total)
+        Ok(usage)
     }
 
     /// Parses a virtual path, refusing host paths under the sandboxes' base directory by name.
@@ -367,24 +530,77 @@ impl Sandbox {
         })
     }
 
-    /// Writes `content` to `vpath` (currently `old_size` bytes, 0 if absent): checks the limit,
-    /// creates missing directories, then writes a temporary file and renames it into place.
+    /// Writes `content` to `vpath` (currently `old_size` bytes, 0 if absent): checks the quotas,
+    /// then writes.
     fn put(
         &self,
         vpath: &VirtualPath,
         old_size: u64,
         content: &[u8],
     ) -> Result<FileWritten, SandboxError> {
-        let new_size = content.len() as u64;
-        let would_use = self.used_bytes()?.saturating_sub(old_size) + new_size;
-        if would_use > self.limit_bytes {
-            return Err(SandboxError::TooLarge {
-                path: vpath.to_string(),
-                would_use,
-                limit: self.limit_bytes,
-            });
-        }
+        self.check_room(vpath, old_size, content.len() as u64)?;
+        self.write_atomic(vpath, content)
+    }
 
+    /// Refuses a write that would make `vpath` (now `old_size` bytes, 0 if absent) `new_size`
+    /// bytes if that, with the directories and file it creates, breaks any quota.
+    fn check_room(
+        &self,
+        vpath: &VirtualPath,
+        old_size: u64,
+        new_size: u64,
+    ) -> Result<(), SandboxError> {
+        let new_entries = self.missing_entries(vpath)?;
+        let usage = self.usage()?;
+        let levels = [
+            (QuotaScope::Thread, usage.thread, self.limits.thread),
+            (QuotaScope::User, usage.user, self.limits.user),
+            (QuotaScope::School, usage.school, self.limits.school),
+        ];
+        for (scope, used, limit) in levels {
+            let bytes = used.bytes.saturating_sub(old_size).saturating_add(new_size);
+            let entries = used.entries.saturating_add(new_entries);
+            for (unit, would_use, limit) in [
+                (QuotaUnit::Bytes, bytes, limit.bytes),
+                (QuotaUnit::Entries, entries, limit.entries),
+            ] {
+                if would_use > limit {
+                    return Err(SandboxError::TooLarge {
+                        path: vpath.to_string(),
+                        scope,
+                        unit,
+                        would_use,
+                        limit,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// How many entries writing `vpath` creates: its missing directories and the file itself.
+    fn missing_entries(&self, vpath: &VirtualPath) -> Result<u64, SandboxError> {
+        let mut host = self.dir.clone();
+        for (depth, segment) in vpath.segments.iter().enumerate() {
+            host.push(segment);
+            match fs::symlink_metadata(&host) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Ok((vpath.segments.len() - depth) as u64);
+                }
+                Err(e) => return Err(io_error(vpath.prefix(depth + 1), "open", e)),
+            }
+        }
+        Ok(0)
+    }
+
+    /// Creates missing directories, then writes a temporary file and renames it into place.
+    fn write_atomic(
+        &self,
+        vpath: &VirtualPath,
+        content: &[u8],
+    ) -> Result<FileWritten, SandboxError> {
+        let new_size = content.len() as u64;
         let target = self.host(vpath);
         let parent = target.parent().unwrap_or(&self.dir);
         let write_error = |e| io_error(vpath, "write", e);
@@ -405,6 +621,90 @@ impl Sandbox {
             bytes: new_size,
         })
     }
+}
+
+/// The length of a text of `len` bytes after `occurrences` (non-overlapping, all present) of a
+/// `old`-byte text are replaced by a `new`-byte one; saturates rather than overflows.
+fn edited_len(len: usize, occurrences: usize, old: usize, new: usize) -> u64 {
+    let (len, n, old, new) = (len as u128, occurrences as u128, old as u128, new as u128);
+    u64::try_from(len - n * old + n * new).unwrap_or(u64::MAX)
+}
+
+/// Marks a directory as used now (its modification time), for [`sweep`].
+fn touch(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.set_modified(SystemTime::now())
+}
+
+/// What a [`sweep`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Thread sandboxes removed.
+    pub threads: u64,
+}
+
+/// Removes every thread sandbox under `base` that nobody has opened for longer than `max_age`
+/// (by its directory's modification time, which [`Sandbox::open`] sets), then the user and school
+/// directories left empty. Links are removed, never followed; what cannot be removed is logged
+/// and left for the next sweep.
+#[tracing::instrument(level = "debug", skip_all, fields(max_age_secs = max_age.as_secs()))]
+pub fn sweep(base: &Path, max_age: Duration) -> io::Result<Swept> {
+    let now = SystemTime::now();
+    let mut swept = Swept::default();
+    let stale = |meta: &fs::Metadata| {
+        meta.modified()
+            .ok()
+            .and_then(|modified| now.duration_since(modified).ok())
+            .is_some_and(|age| age > max_age)
+    };
+    for school in real_dirs(base)? {
+        for user in real_dirs(&school)? {
+            for entry in fs::read_dir(&user)? {
+                let path = entry?.path();
+                let Ok(meta) = fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if !stale(&meta) {
+                    continue;
+                }
+                let removed = if meta.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                match removed {
+                    Ok(()) => swept.threads += 1,
+                    Err(error) => tracing::warn!(%error, "could not remove an old sandbox"),
+                }
+            }
+            // Fails, harmlessly, while the user has threads (or one was just opened).
+            let _ = fs::remove_dir(&user);
+        }
+        let _ = fs::remove_dir(&school);
+    }
+    if swept.threads > 0 {
+        tracing::info!(
+            threads = swept.threads,
+            "removed sandboxes unused for too long"
+        );
+    }
+    Ok(swept)
+}
+
+/// The real (not linked) sub-directories of `dir`; none if it does not exist.
+fn real_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            dirs.push(entry.path());
+        }
+    }
+    Ok(dirs)
 }
 
 /// What a virtual path names on disk.

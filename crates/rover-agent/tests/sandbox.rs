@@ -1,26 +1,66 @@
 //! The per-thread sandbox: the file tools' round trip, paths that must not escape, links that are
-//! not followed, the size limit, persistence across turns, and the read-only `/skills/`.
+//! not followed, the quotas (per thread, user and school; bytes and entries; an edit refused before
+//! it is built), persistence across turns, the sweep of old sandboxes, and the read-only
+//! `/skills/`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rover_agent::sandbox::{Sandbox, SandboxError};
-use rover_contracts::ids::ThreadId;
+use rover_agent::sandbox::{
+    Quota, QuotaScope, QuotaUnit, Sandbox, SandboxError, SandboxLimits, SandboxOwner,
+};
+use rover_contracts::ids::{SchoolId, ThreadId, UserId};
 use rover_contracts::tools::FileEntry;
 
 const LIMIT: u64 = 1024 * 1024;
 
-/// A fresh base directory and one thread's sandbox in it.
-fn sandbox(limit: u64) -> (tempfile::TempDir, ThreadId, Sandbox) {
+/// Generous quotas, except `bytes` for the thread.
+fn limits(bytes: u64) -> SandboxLimits {
+    let roomy = Quota {
+        bytes: 1 << 40,
+        entries: 1 << 20,
+    };
+    SandboxLimits {
+        thread: Quota {
+            bytes,
+            entries: roomy.entries,
+        },
+        user: roomy,
+        school: roomy,
+    }
+}
+
+/// A new thread of a new user of a new school.
+fn owner() -> SandboxOwner {
+    SandboxOwner {
+        school: SchoolId::new(),
+        user: UserId::new(),
+        thread: ThreadId::new(),
+    }
+}
+
+/// Another thread of the same user.
+fn sibling_of(owner: SandboxOwner) -> SandboxOwner {
+    SandboxOwner {
+        thread: ThreadId::new(),
+        ..owner
+    }
+}
+
+/// A fresh base directory and one thread's sandbox in it, the thread holding at most `limit`
+/// bytes.
+fn sandbox(limit: u64) -> (tempfile::TempDir, SandboxOwner, Sandbox) {
     let base = tempfile::tempdir().unwrap();
-    let thread = ThreadId::new();
-    let sandbox = Sandbox::open(base.path(), thread, limit).unwrap();
-    (base, thread, sandbox)
+    let owner = owner();
+    let sandbox = Sandbox::open(base.path(), owner, limits(limit)).unwrap();
+    (base, owner, sandbox)
 }
 
 /// Where a thread's files live on the host (only tests reach behind the sandbox like this).
-fn host_dir(base: &Path, thread: ThreadId) -> PathBuf {
-    base.join(thread.to_string())
+fn host_dir(base: &Path, owner: SandboxOwner) -> PathBuf {
+    base.join(owner.school.to_string())
+        .join(owner.user.to_string())
+        .join(owner.thread.to_string())
 }
 
 fn file(path: &str, size: u64) -> FileEntry {
@@ -153,7 +193,7 @@ fn paths_that_escape_the_thread_are_refused() {
     let (base, thread, sandbox) = sandbox(LIMIT);
     let outside = base.path().join("outside.txt");
     fs::write(&outside, "secret").unwrap();
-    let sibling = host_dir(base.path(), ThreadId::new());
+    let sibling = host_dir(base.path(), sibling_of(thread));
     fs::create_dir_all(&sibling).unwrap();
     fs::write(sibling.join("theirs.md"), "another thread's").unwrap();
 
@@ -260,10 +300,14 @@ fn a_write_over_the_limit_is_refused_and_keeps_the_old_content() {
     match &refused {
         SandboxError::TooLarge {
             path,
+            scope,
+            unit,
             would_use,
             limit,
         } => {
             assert_eq!(path, "/b.txt");
+            assert_eq!(*scope, QuotaScope::Thread);
+            assert_eq!(*unit, QuotaUnit::Bytes);
             assert_eq!(*would_use, 101);
             assert_eq!(*limit, 100);
         }
@@ -302,13 +346,13 @@ fn files_persist_when_the_thread_is_opened_again() {
         .unwrap();
     drop(sandbox);
 
-    let next_turn = Sandbox::open(base.path(), thread, LIMIT).unwrap();
+    let next_turn = Sandbox::open(base.path(), thread, limits(LIMIT)).unwrap();
     assert_eq!(
         next_turn.read("/notes/plan.md", None, None).unwrap(),
         "kept between turns"
     );
 
-    let other_thread = Sandbox::open(base.path(), ThreadId::new(), LIMIT).unwrap();
+    let other_thread = Sandbox::open(base.path(), sibling_of(thread), limits(LIMIT)).unwrap();
     assert!(
         other_thread.ls("/").unwrap().is_empty(),
         "threads do not share files"
@@ -378,4 +422,161 @@ fn binary_files_are_readable_as_bytes_only() {
         sandbox.edit("/image.bin", "a", "b", false),
         "not a text file",
     );
+}
+
+#[test]
+fn an_edit_too_large_is_refused_before_it_is_built() {
+    const MIB: usize = 1024 * 1024;
+    let (_base, _thread, sandbox) = sandbox(2 * MIB as u64);
+    sandbox.write("/a.txt", &"a".repeat(MIB)).unwrap();
+
+    // Every one of a million `a`s becomes a mebibyte: a tebibyte, which is never allocated — the
+    // size is computed from the occurrences and refused first.
+    let refused = sandbox
+        .edit("/a.txt", "a", &"b".repeat(MIB), true)
+        .unwrap_err();
+    match refused {
+        SandboxError::TooLarge {
+            scope, would_use, ..
+        } => {
+            assert_eq!(scope, QuotaScope::Thread);
+            assert_eq!(would_use, (MIB as u64) * (MIB as u64));
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_eq!(sandbox.used_bytes().unwrap(), MIB as u64, "nothing changed");
+
+    // A shrinking edit is computed the same way, and fits.
+    let written = sandbox.edit("/a.txt", "aa", "c", true).unwrap();
+    assert_eq!(written.bytes, (MIB / 2) as u64);
+}
+
+#[test]
+fn directories_count_toward_the_entry_quota() {
+    let base = tempfile::tempdir().unwrap();
+    let mut limits = limits(LIMIT);
+    limits.thread.entries = 5;
+    let sandbox = Sandbox::open(base.path(), owner(), limits).unwrap();
+
+    // Three directories and a file: four entries.
+    sandbox.write("/a/b/c/d.txt", "").unwrap();
+    let refused = sandbox.write("/a/b/e/f.txt", "").unwrap_err();
+    match &refused {
+        SandboxError::TooLarge {
+            scope,
+            unit,
+            would_use,
+            limit,
+            ..
+        } => {
+            assert_eq!(
+                (*scope, *unit, *would_use, *limit),
+                (QuotaScope::Thread, QuotaUnit::Entries, 6, 5)
+            );
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(
+        refused.to_string().contains("files and folders"),
+        "{refused}"
+    );
+    assert!(
+        matches!(sandbox.ls("/a/b/e"), Err(SandboxError::NotFound(_))),
+        "no directory was made"
+    );
+    // Replacing an existing file adds no entry; one new file fits exactly.
+    sandbox.write("/a/b/c/d.txt", "again").unwrap();
+    sandbox.write("/a/b/x.txt", "").unwrap();
+    assert_eq!(sandbox.usage().unwrap().thread.entries, 5);
+}
+
+#[test]
+fn quotas_hold_per_user_and_per_school() {
+    let base = tempfile::tempdir().unwrap();
+    let quota = |bytes| Quota {
+        bytes,
+        entries: 100,
+    };
+    let limits = SandboxLimits {
+        thread: quota(100),
+        user: quota(100),
+        school: quota(150),
+    };
+    let first = owner();
+    let open = |owner| Sandbox::open(base.path(), owner, limits).unwrap();
+    let (mine, also_mine) = (open(first), open(sibling_of(first)));
+    let colleague = open(SandboxOwner {
+        user: UserId::new(),
+        thread: ThreadId::new(),
+        ..first
+    });
+    let elsewhere = open(owner());
+
+    mine.write("/a.txt", &"a".repeat(60)).unwrap();
+    let scope_of = |result: Result<_, SandboxError>| match result {
+        Err(SandboxError::TooLarge { scope, unit, .. }) => (scope, unit),
+        other => panic!("expected TooLarge, got {other:?}"),
+    };
+    // My other thread has room of its own, but not past my quota…
+    assert_eq!(
+        scope_of(also_mine.write("/b.txt", &"b".repeat(41))),
+        (QuotaScope::User, QuotaUnit::Bytes)
+    );
+    also_mine.write("/b.txt", &"b".repeat(40)).unwrap();
+    // …a colleague has room of their own, but not past the school's…
+    assert_eq!(
+        scope_of(colleague.write("/c.txt", &"c".repeat(51))),
+        (QuotaScope::School, QuotaUnit::Bytes)
+    );
+    colleague.write("/c.txt", &"c".repeat(50)).unwrap();
+    // …and another school's quota is its own.
+    elsewhere.write("/d.txt", &"d".repeat(100)).unwrap();
+
+    let usage = mine.usage().unwrap();
+    assert_eq!(usage.thread.bytes, 60);
+    assert_eq!(usage.user.bytes, 100);
+    assert_eq!(usage.school.bytes, 150);
+    assert_eq!(usage.school.entries, 3);
+}
+
+#[test]
+fn the_sweep_removes_sandboxes_nobody_opened_for_too_long() {
+    use rover_agent::sandbox::sweep;
+    use std::time::{Duration, SystemTime};
+
+    let base = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(24 * 60 * 60);
+    let age = |owner: SandboxOwner, by: Duration| {
+        fs::File::open(host_dir(base.path(), owner))
+            .unwrap()
+            .set_modified(SystemTime::now() - by)
+            .unwrap();
+    };
+    let (old, reopened, fresh) = (owner(), owner(), owner());
+    let kept_sibling = sibling_of(old);
+    for owner in [old, reopened, fresh, kept_sibling] {
+        let sandbox = Sandbox::open(base.path(), owner, limits(LIMIT)).unwrap();
+        sandbox.write("/notes/plan.md", "plan").unwrap();
+    }
+    age(old, 3 * day);
+    age(reopened, 3 * day);
+    // Opening a sandbox (every turn does) marks it used.
+    Sandbox::open(base.path(), reopened, limits(LIMIT)).unwrap();
+
+    let swept = sweep(base.path(), 2 * day).unwrap();
+    assert_eq!(swept.threads, 1);
+    assert!(!host_dir(base.path(), old).exists(), "the old one is gone");
+    for kept in [reopened, fresh, kept_sibling] {
+        assert!(host_dir(base.path(), kept).join("notes/plan.md").exists());
+    }
+
+    // When a user's last thread goes, so do their (and their school's) empty directories.
+    age(reopened, 3 * day);
+    assert_eq!(sweep(base.path(), 2 * day).unwrap().threads, 1);
+    let school_dir = base.path().join(reopened.school.to_string());
+    assert!(
+        !school_dir.exists(),
+        "empty user and school directories are removed"
+    );
+    assert_eq!(sweep(base.path(), 2 * day).unwrap().threads, 0);
 }

@@ -3,7 +3,8 @@
 use rover_contracts::context::{CallScope, CampusRef, ClassRef};
 use rover_contracts::ids::{CampusId, ClassId, StudentId, UserId};
 use rover_contracts::tools::{
-    ClassRoster, ClassSummary, GetClassRosterArgs, NoArgs, StaffRef, StudentRef,
+    ClassList, ClassRoster, ClassSummary, GetClassRosterArgs, MAX_LIST_ROWS, NoArgs, StaffRef,
+    StudentRef,
 };
 use sqlx::FromRow;
 use uuid::Uuid;
@@ -21,52 +22,61 @@ struct ClassSummaryRow {
     class_teacher_id: Option<Uuid>,
     class_teacher_name: Option<String>,
     student_count: i64,
+    /// How many classes are in scope, before the limit.
+    total: i64,
 }
 
 /// The classes in scope (the campus's in campus mode), with campus, class teacher and size,
-/// ordered by campus and name.
+/// ordered by campus and name; at most [`MAX_LIST_ROWS`], with how many there are in all.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn list_classes(
     tx: &mut TenantTx,
     _actor: &Actor,
     scope: &CallScope,
     _args: &NoArgs,
-) -> Result<Vec<ClassSummary>, DomainError> {
+) -> Result<ClassList, DomainError> {
     let campus = campus_of(tx, scope)?;
     let rows: Vec<ClassSummaryRow> = sqlx::query_as(
         "SELECT k.id, k.name, k.campus_id, c.name AS campus_name, \
                 k.class_teacher_id, u.name AS class_teacher_name, \
-                (SELECT count(*) FROM students s WHERE s.class_id = k.id) AS student_count \
+                (SELECT count(*) FROM students s WHERE s.class_id = k.id) AS student_count, \
+                count(*) OVER () AS total \
          FROM classes k \
          JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
          LEFT JOIN users u ON u.school_id = k.school_id AND u.id = k.class_teacher_id \
          WHERE ($1::uuid IS NULL OR k.campus_id = $1) \
-         ORDER BY c.name, k.name",
+         ORDER BY c.name, k.name, k.id LIMIT $2",
     )
     .bind(campus)
+    .bind(i64::from(MAX_LIST_ROWS))
     .fetch_all(tx.connection())
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| ClassSummary {
-            class: ClassRef {
-                id: ClassId::from_uuid(row.id),
-                name: row.name,
-            },
-            campus: CampusRef {
-                id: CampusId::from_uuid(row.campus_id),
-                name: row.campus_name,
-            },
-            class_teacher: row
-                .class_teacher_id
-                .zip(row.class_teacher_name)
-                .map(|(id, name)| StaffRef {
-                    id: UserId::from_uuid(id),
-                    name,
-                }),
-            student_count: count(row.student_count),
-        })
-        .collect())
+    let total = rows.first().map_or(0, |row| count(row.total));
+    let classes: Vec<ClassSummary> =
+        rows.into_iter()
+            .map(|row| ClassSummary {
+                class: ClassRef {
+                    id: ClassId::from_uuid(row.id),
+                    name: row.name,
+                },
+                campus: CampusRef {
+                    id: CampusId::from_uuid(row.campus_id),
+                    name: row.campus_name,
+                },
+                class_teacher: row.class_teacher_id.zip(row.class_teacher_name).map(
+                    |(id, name)| StaffRef {
+                        id: UserId::from_uuid(id),
+                        name,
+                    },
+                ),
+                student_count: count(row.student_count),
+            })
+            .collect();
+    Ok(ClassList {
+        truncated: count(classes.len()) < total,
+        total,
+        classes,
+    })
 }
 
 /// The students of a class, by name. Only its class teacher may see it.

@@ -1,4 +1,4 @@
-//! Look-ups and checks the domain functions share: a class or subject in scope, the two
+//! Look-ups and checks the domain functions share: a class or subject (in scope), the two
 //! relationship assertions, and argument clean-up.
 
 use rover_contracts::context::{ClassRef, SubjectRef};
@@ -66,6 +66,25 @@ pub(crate) async fn subject(tx: &mut TenantTx, id: SubjectId) -> Result<SubjectR
         .fetch_optional(tx.connection())
         .await?
         .ok_or_else(|| DomainError::not_found("subject"))
+}
+
+/// The subject with this id, if (in campus mode) its department is school-wide or on the campus:
+/// another campus's subject looks exactly like one that does not exist.
+pub(crate) async fn subject_in_scope(
+    tx: &mut TenantTx,
+    campus: Option<Uuid>,
+    id: SubjectId,
+) -> Result<SubjectRow, DomainError> {
+    sqlx::query_as(
+        "SELECT s.id, s.name FROM subjects s \
+         JOIN departments d ON d.school_id = s.school_id AND d.id = s.department_id \
+         WHERE s.id = $1 AND ($2::uuid IS NULL OR d.campus_id IS NULL OR d.campus_id = $2)",
+    )
+    .bind(id.as_uuid())
+    .bind(campus)
+    .fetch_optional(tx.connection())
+    .await?
+    .ok_or_else(|| DomainError::not_found("subject"))
 }
 
 /// Refuses unless the actor is the class teacher of `class`.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use rover_contracts::context::{CallScope, ClassRef, SubjectRef};
 use rover_contracts::ids::{ClassId, StudentId, SubjectId, TermId};
 use rover_contracts::tools::{
-    ClassMarks, GetClassMarksArgs, GetResultsSummaryArgs, MarkRow, MarksRecorded, RecordMarksArgs,
-    ResultsRow, ResultsSummary, StudentRef,
+    ClassMarks, GetClassMarksArgs, GetResultsSummaryArgs, MAX_LIST_ROWS, MarkRow, MarksRecorded,
+    RecordMarksArgs, ResultsRow, ResultsSummary, StudentRef,
 };
 use serde_json::json;
 use sqlx::FromRow;
@@ -116,7 +116,8 @@ pub async fn record_marks(
 }
 
 /// The marks of a subject the actor teaches to the class this academic year, for a term of this
-/// academic year (the current term by default); by student and assessment.
+/// academic year (the current term by default); by student and assessment, at most
+/// [`MAX_LIST_ROWS`], with how many there are in all.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn class_marks(
     tx: &mut TenantTx,
@@ -138,24 +139,28 @@ pub async fn class_marks(
         args.term_id,
     )
     .await?;
-    let rows: Vec<(Uuid, String, String, f64)> = sqlx::query_as(
-        "SELECT s.id, s.name, m.assessment, m.score::float8 FROM marks m \
+    let rows: Vec<(Uuid, String, String, f64, i64)> = sqlx::query_as(
+        "SELECT s.id, s.name, m.assessment, m.score::float8, count(*) OVER () FROM marks m \
          JOIN students s ON s.school_id = m.school_id AND s.id = m.student_id \
          WHERE s.class_id = $1 AND m.subject_id = $2 AND m.term_id = $3 \
-         ORDER BY s.name, s.id, m.assessment",
+         ORDER BY s.name, s.id, m.assessment LIMIT $4",
     )
     .bind(class.id)
     .bind(subject.id)
     .bind(term.id)
+    .bind(i64::from(MAX_LIST_ROWS))
     .fetch_all(tx.connection())
     .await?;
+    let total = rows.first().map_or(0, |row| count(row.4));
     Ok(ClassMarks {
+        truncated: count(rows.len()) < total,
+        total,
         class: class.to_ref(),
         subject: subject.to_ref(),
         term: term.name,
         marks: rows
             .into_iter()
-            .map(|(id, name, assessment, score)| MarkRow {
+            .map(|(id, name, assessment, score, _)| MarkRow {
                 student: StudentRef {
                     id: StudentId::from_uuid(id),
                     name,

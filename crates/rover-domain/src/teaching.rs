@@ -11,7 +11,7 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::calendar::{Year, current_year};
-use crate::lookup::{class_in_scope, subject};
+use crate::lookup::{class_in_scope, subject_in_scope};
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
@@ -143,8 +143,8 @@ pub async fn list_teaching_assignments(
     Ok(rows.into_iter().map(TeachingAssignment::from).collect())
 }
 
-/// Assigns a teacher (a staff member of type teacher, in scope) to teach a subject to a class in
-/// scope for the current academic year. Assigning the same teacher again changes nothing and
+/// Assigns a teacher (a staff member of type teacher, in scope) to teach a subject (of a
+/// school-wide department or one of the campus) to a class in scope for the current academic year. Assigning the same teacher again changes nothing and
 /// returns the existing assignment; its audit change then has `before` equal to `after`.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn assign_subject_teacher(
@@ -155,7 +155,7 @@ pub async fn assign_subject_teacher(
 ) -> Result<Written<TeachingAssignment>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let class = class_in_scope(tx, campus, args.class_id).await?;
-    let subject = subject(tx, args.subject_id).await?;
+    let subject = subject_in_scope(tx, campus, args.subject_id).await?;
     let (teacher_name, user_type): (String, String) = sqlx::query_as(
         "SELECT name, user_type FROM users \
          WHERE id = $1 AND ($2::uuid IS NULL OR campus_id IS NULL OR campus_id = $2)",

@@ -25,6 +25,10 @@ pub(crate) struct Message {
     pub(crate) role: String,
     #[serde(default)]
     content: Value,
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,6 +67,50 @@ impl ChatRequest {
             .as_ref()
             .and_then(|o| o.include_usage)
             .unwrap_or(false)
+    }
+
+    /// Why the conversation's tool messages are malformed, as OpenAI would refuse them: every
+    /// assistant message with `tool_calls` must be followed, before anything else, by one `tool`
+    /// message per call id, and a `tool` message must answer a call of that assistant message.
+    pub(crate) fn tool_call_problem(&self) -> Option<String> {
+        let mut pending: Vec<String> = Vec::new();
+        let unanswered = |pending: &[String]| {
+            format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages \
+                 responding to each 'tool_call_id'. The following tool_call_ids did not have \
+                 response messages: {}",
+                pending.join(", ")
+            )
+        };
+        let mut awaiting = false;
+        for message in &self.messages {
+            if message.role == "tool" {
+                let id = message.tool_call_id.as_deref().unwrap_or_default();
+                match pending.iter().position(|p| p == id) {
+                    Some(at) if awaiting => {
+                        pending.remove(at);
+                    }
+                    _ => {
+                        return Some(
+                            "Invalid parameter: messages with role 'tool' must be a response to \
+                             a preceding message with 'tool_calls'."
+                                .to_owned(),
+                        );
+                    }
+                }
+                continue;
+            }
+            if !pending.is_empty() {
+                return Some(unanswered(&pending));
+            }
+            let calls = message.tool_calls.as_deref().unwrap_or_default();
+            awaiting = message.role == "assistant" && !calls.is_empty();
+            pending = calls
+                .iter()
+                .filter_map(|call| call["id"].as_str().map(str::to_owned))
+                .collect();
+        }
+        (!pending.is_empty()).then(|| unanswered(&pending))
     }
 
     /// The conversation the engine decides on.
@@ -351,6 +399,33 @@ mod tests {
             "{\"name\":\"Sciences\"}"
         );
         assert!(argument_pieces("{\"name\":\"Sciences\"}").len() > 2);
+    }
+
+    #[test]
+    fn every_tool_call_needs_its_result_before_anything_else() {
+        let request = |messages: Value| -> ChatRequest {
+            serde_json::from_value(json!({ "messages": messages })).expect("parses")
+        };
+        let call = |id: &str| json!({"id": id, "type": "function", "function": {"name": "t", "arguments": "{}"}});
+        let asked =
+            json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]});
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "{}"});
+        let user = json!({"role": "user", "content": "hi"});
+
+        let whole = request(json!([user, asked, result("b"), result("a"), user]));
+        assert_eq!(whole.tool_call_problem(), None);
+        for broken in [
+            json!([user, asked, result("a"), user]),
+            json!([user, asked, result("a")]),
+            json!([user, result("a")]),
+            json!([user, asked, result("a"), result("b"), result("a")]),
+            json!([user, asked, result("c"), result("a"), result("b")]),
+        ] {
+            assert!(
+                request(broken.clone()).tool_call_problem().is_some(),
+                "{broken} is malformed"
+            );
+        }
     }
 
     #[test]

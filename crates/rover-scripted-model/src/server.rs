@@ -166,6 +166,10 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
     if request.messages.is_empty() {
         return bad_request("`messages` must not be empty.".to_owned());
     }
+    // Like OpenAI: a thread whose tool calls lack results is refused, so tests see a broken one.
+    if let Some(problem) = request.tool_call_problem() {
+        return bad_request(problem);
+    }
 
     let config = &model.inner.config;
     if let Some(response) = failing_on_purpose(&model) {

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use futures::FutureExt as _;
 use rover_agent::compact::{self, Budget, Summary, Window};
 use rover_agent::model::{ModelClient, ModelEndpoint, ModelOptions};
-use rover_agent::sandbox::Sandbox;
+use rover_agent::sandbox::{Quota, Sandbox, SandboxLimits, SandboxOwner};
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{
     Agent, AgentMetrics, Emitted, Journal, Mounts, NewArtifact, StepPart, ToolRpc, TurnDeps,
@@ -81,10 +81,26 @@ impl Default for Settings {
 pub struct AgentSettings {
     /// The skills folder (`general/`, `rover/`, one per role subagent).
     pub skills_dir: PathBuf,
-    /// Where per-thread sandboxes live; unset, threads have no files.
+    /// Where per-thread sandboxes live (`<dir>/<school>/<user>/<thread>/`); unset, threads have
+    /// no files.
     pub sandbox_dir: Option<PathBuf>,
     /// Most bytes one thread's sandbox may hold.
     pub sandbox_limit_bytes: u64,
+    /// Most files and directories one thread's sandbox may hold.
+    pub sandbox_limit_entries: u64,
+    /// Most bytes one user's sandboxes may hold together.
+    pub sandbox_user_limit_bytes: u64,
+    /// Most files and directories one user's sandboxes may hold together.
+    pub sandbox_user_limit_entries: u64,
+    /// Most bytes one school's sandboxes may hold together.
+    pub sandbox_school_limit_bytes: u64,
+    /// Most files and directories one school's sandboxes may hold together (this also bounds
+    /// the walk that measures usage before each write).
+    pub sandbox_school_limit_entries: u64,
+    /// A thread's sandbox not opened for this many seconds is removed by the sweep.
+    pub sandbox_max_age_secs: u64,
+    /// How often the sweep runs (it also runs when the worker starts), in seconds.
+    pub sandbox_sweep_interval_secs: u64,
     /// Model calls one agent may make in a turn before it stops with a clear message.
     pub step_limit: u32,
     /// Attempts of a model request on transport errors.
@@ -107,11 +123,38 @@ impl Default for AgentSettings {
             skills_dir: PathBuf::from("skills"),
             sandbox_dir: None,
             sandbox_limit_bytes: 10 * 1024 * 1024,
+            sandbox_limit_entries: 1_000,
+            sandbox_user_limit_bytes: 50 * 1024 * 1024,
+            sandbox_user_limit_entries: 5_000,
+            sandbox_school_limit_bytes: 1024 * 1024 * 1024,
+            sandbox_school_limit_entries: 50_000,
+            sandbox_max_age_secs: 30 * 24 * 60 * 60,
+            sandbox_sweep_interval_secs: 60 * 60,
             step_limit: 8,
             model_attempts: 2,
             turn_timeout_ms: 10 * 60 * 1000,
             context_budget_tokens: 32_000,
             tool_result_max_tokens: 2_000,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The sandbox quotas, per thread, user and school.
+    pub fn sandbox_limits(&self) -> SandboxLimits {
+        SandboxLimits {
+            thread: Quota {
+                bytes: self.sandbox_limit_bytes,
+                entries: self.sandbox_limit_entries,
+            },
+            user: Quota {
+                bytes: self.sandbox_user_limit_bytes,
+                entries: self.sandbox_user_limit_entries,
+            },
+            school: Quota {
+                bytes: self.sandbox_school_limit_bytes,
+                entries: self.sandbox_school_limit_entries,
+            },
         }
     }
 }
@@ -283,6 +326,11 @@ impl App {
                     }
                 }),
             );
+        let (stop_sweep, sweep_stopped) = tokio::sync::oneshot::channel::<()>();
+        let sweeper = tokio::spawn(sweep_sandboxes(
+            shared.settings.agent.clone(),
+            sweep_stopped,
+        ));
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -295,11 +343,44 @@ impl App {
         shutdown.await;
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;
+        let _ = stop_sweep.send(());
+        let _ = sweeper.await;
         let _ = stop_http.send(());
         let _ = http.await;
         broker.close().await;
         shared.pool.close().await;
         Ok(())
+    }
+}
+
+/// Removes sandboxes unused for `sandbox_max_age_secs`: once now, then every
+/// `sandbox_sweep_interval_secs`, until `stop` resolves. Without a sandbox directory it does
+/// nothing.
+async fn sweep_sandboxes(settings: AgentSettings, stop: tokio::sync::oneshot::Receiver<()>) {
+    let Some(base) = settings.sandbox_dir else {
+        return;
+    };
+    let max_age = Duration::from_secs(settings.sandbox_max_age_secs);
+    let mut every = tokio::time::interval(Duration::from_secs(
+        settings.sandbox_sweep_interval_secs.max(1),
+    ));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let sweeping = async {
+        loop {
+            every.tick().await;
+            let base = base.clone();
+            match tokio::task::spawn_blocking(move || rover_agent::sandbox::sweep(&base, max_age))
+                .await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "could not sweep old sandboxes"),
+                Err(error) => tracing::warn!(%error, "the sandbox sweep stopped"),
+            }
+        }
+    };
+    tokio::select! {
+        () = sweeping => {}
+        _ = stop => {}
     }
 }
 
@@ -657,12 +738,16 @@ async fn run_request(
 
     let sandbox = match &shared.settings.agent.sandbox_dir {
         Some(dir) => Some(
-            // Per school: a thread is keyed by (school, id), so the same id in two schools is two
-            // threads, and must be two file areas.
+            // Per school (and user): a thread is keyed by (school, id), so the same id in two
+            // schools is two threads, and must be two file areas.
             Sandbox::open(
-                &dir.join(school.to_string()),
-                request.thread_id,
-                shared.settings.agent.sandbox_limit_bytes,
+                dir,
+                SandboxOwner {
+                    school,
+                    user: context.user_details.user_id,
+                    thread: request.thread_id,
+                },
+                shared.settings.agent.sandbox_limits(),
             )
             .map_err(|e| Failure {
                 code: ErrorCode::Internal,

@@ -56,6 +56,22 @@ pub struct ClassSummary {
     pub student_count: u32,
 }
 
+/// The most rows a listing tool returns (`list_classes`, `list_staff`, `get_class_marks`); each
+/// says how many there are in all and whether it left some out.
+pub const MAX_LIST_ROWS: u32 = 200;
+
+/// The classes in scope, at most 200 of them (`MAX_LIST_ROWS`), and how many there are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassList {
+    /// The classes, by campus and name.
+    pub classes: Vec<ClassSummary>,
+    /// How many classes are in scope in all.
+    pub total: u32,
+    /// Whether only the first of them are listed.
+    pub truncated: bool,
+}
+
 /// A student, by id and name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +135,18 @@ pub struct StaffMember {
     pub campus: Option<CampusRef>,
     /// Their roles in the school.
     pub roles: Vec<String>,
+}
+
+/// The staff in scope matching the query, at most 200 (`MAX_LIST_ROWS`), and how many match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaffList {
+    /// The staff members, by name.
+    pub staff: Vec<StaffMember>,
+    /// How many match in all.
+    pub total: u32,
+    /// Whether only the first of them are listed (narrow the query to see others).
+    pub truncated: bool,
 }
 
 /// The students of a class.
@@ -197,8 +225,12 @@ pub struct ClassMarks {
     pub subject: SubjectRef,
     /// The term.
     pub term: String,
-    /// The marks.
+    /// The marks, by student and assessment; at most 200 (`MAX_LIST_ROWS`).
     pub marks: Vec<MarkRow>,
+    /// How many marks there are in all.
+    pub total: u32,
+    /// Whether only the first of them are listed.
+    pub truncated: bool,
 }
 
 /// A teaching assignment.

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ClassSummary, EnrollmentSummary, StaffMember, StudentSummary};
+use super::{ClassList, EnrollmentSummary, StaffList, StudentSummary};
 use super::{
     Department, Effect, Owner, Posture, RenamedDepartment, Tool, ToolContract, ToolKind, schema_for,
 };
@@ -101,16 +101,16 @@ impl Tool for RenameDepartment {
 pub struct ListClasses;
 impl Tool for ListClasses {
     type Args = NoArgs;
-    type Output = Vec<ClassSummary>;
+    type Output = ClassList;
     const CONTRACT: ToolContract = ToolContract {
         name: "list_classes",
-        description: "List the classes the user can see, with campus, class teacher and number of students.",
+        description: "List the classes the user can see, with campus, class teacher and number of students. At most 200 are listed; `total` says how many there are and `truncated` whether some were left out.",
         label: "Looking up classes…",
         owner: Owner::Rover,
         effect: Effect::Read,
         kind: policy("list.classes", Action::Read, Subject::Class),
         args_schema: schema_for::<NoArgs>,
-        output_schema: schema_for::<Vec<ClassSummary>>,
+        output_schema: schema_for::<ClassList>,
     };
 }
 
@@ -177,15 +177,15 @@ pub struct ListStaffArgs {
 pub struct ListStaff;
 impl Tool for ListStaff {
     type Args = ListStaffArgs;
-    type Output = Vec<StaffMember>;
+    type Output = StaffList;
     const CONTRACT: ToolContract = ToolContract {
         name: "list_staff",
-        description: "List staff members with their roles and campus, optionally filtered by name or email.",
+        description: "List staff members with their roles and campus, optionally filtered by name or email. At most 200 are listed; `total` says how many match and `truncated` whether some were left out (narrow the query to find them).",
         label: "Looking up staff…",
         owner: Owner::Rover,
         effect: Effect::Read,
         kind: policy("list.staff", Action::Read, Subject::Staff),
         args_schema: schema_for::<ListStaffArgs>,
-        output_schema: schema_for::<Vec<StaffMember>>,
+        output_schema: schema_for::<StaffList>,
     };
 }

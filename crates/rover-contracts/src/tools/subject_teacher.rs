@@ -105,7 +105,7 @@ impl Tool for GetClassMarks {
     type Output = ClassMarks;
     const CONTRACT: ToolContract = ToolContract {
         name: "get_class_marks",
-        description: "Show the marks recorded for a subject you teach to a class, for a term.",
+        description: "Show the marks recorded for a subject you teach to a class, for a term. At most 200 marks are listed; `total` says how many there are and `truncated` whether some were left out.",
         label: "Fetching marks…",
         owner: OWNER,
         effect: Effect::Read,

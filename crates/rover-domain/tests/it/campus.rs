@@ -1,13 +1,14 @@
 //! Campus mode: reads filtered to the campus (plus school-wide rows), writes pinned to it.
 
+use rover_contracts::ids::SubjectId;
 use rover_contracts::tools::{
-    CreateDepartmentArgs, FindStudentsArgs, ListStaffArgs, ListTeachingAssignmentsArgs, NoArgs,
-    RenameDepartmentArgs,
+    AssignSubjectTeacherArgs, CreateDepartmentArgs, FindStudentsArgs, ListStaffArgs,
+    ListTeachingAssignmentsArgs, NoArgs, RenameDepartmentArgs,
 };
 use rover_domain::testing::TestDb;
 use rover_domain::{
-    DomainError, create_department, enrollment_summary, find_students, list_classes,
-    list_departments, list_staff, list_teaching_assignments, rename_department,
+    DomainError, assign_subject_teacher, create_department, enrollment_summary, find_students,
+    list_classes, list_departments, list_staff, list_teaching_assignments, rename_department,
 };
 
 use crate::helpers::{as_user, campus_scope, hill};
@@ -46,6 +47,7 @@ async fn the_kololo_admin_sees_only_kololo_and_school_wide_rows() {
     let classes: Vec<_> = list_classes(&mut tx, &me, &kololo, &NoArgs {})
         .await
         .unwrap()
+        .classes
         .into_iter()
         .map(|c| c.class.name)
         .collect();
@@ -79,6 +81,7 @@ async fn the_kololo_admin_sees_only_kololo_and_school_wide_rows() {
     let staff: Vec<_> = list_staff(&mut tx, &me, &kololo, &ListStaffArgs::default())
         .await
         .unwrap()
+        .staff
         .into_iter()
         .map(|s| s.email)
         .collect();
@@ -191,4 +194,55 @@ async fn the_kololo_admin_cannot_rename_a_naalya_or_school_wide_department() {
             "Renamed"
         ]
     );
+}
+
+#[tokio::test]
+async fn a_subject_of_another_campus_cannot_be_assigned_and_looks_like_none() {
+    let db = TestDb::new().await;
+    // Drama belongs to "Kololo Arts", a Kololo-only department.
+    let (mut tx, dos) = as_user(&db, "dos@hill.school").await;
+    let drama: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO subjects (school_id, department_id, name) VALUES ($1, $2, 'Drama') RETURNING id",
+    )
+    .bind(db.ids.hill.as_uuid())
+    .bind(db.ids.department("Kololo Arts").as_uuid())
+    .fetch_one(tx.connection())
+    .await
+    .unwrap();
+    let drama = SubjectId::from_uuid(drama);
+    let in_s1_blue = |subject_id| AssignSubjectTeacherArgs {
+        teacher_id: db.ids.user("amina@hill.school"),
+        class_id: db.ids.class("S1 Blue"),
+        subject_id,
+    };
+
+    // In Naalya mode, Kololo's subject is refused exactly as an id that does not exist.
+    let naalya = campus_scope(&db, "Naalya");
+    let refused = assign_subject_teacher(&mut tx, &dos, &naalya, &in_s1_blue(drama))
+        .await
+        .unwrap_err();
+    let unknown = assign_subject_teacher(&mut tx, &dos, &naalya, &in_s1_blue(SubjectId::new()))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, DomainError::NotFound(_)), "{refused:?}");
+    assert_eq!(refused.to_string(), unknown.to_string());
+    // A school-wide department's subject is fine on any campus…
+    assign_subject_teacher(
+        &mut tx,
+        &dos,
+        &naalya,
+        &in_s1_blue(db.ids.subject("Physics")),
+    )
+    .await
+    .unwrap();
+    // …and Kololo's own subject is fine in Kololo mode.
+    let kololo = AssignSubjectTeacherArgs {
+        teacher_id: db.ids.user("okello@hill.school"),
+        class_id: db.ids.class("S1 Gold"),
+        subject_id: drama,
+    };
+    let assigned = assign_subject_teacher(&mut tx, &dos, &campus_scope(&db, "Kololo"), &kololo)
+        .await
+        .unwrap();
+    assert_eq!(assigned.output.subject.name, "Drama");
 }

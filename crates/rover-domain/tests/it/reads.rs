@@ -1,11 +1,16 @@
 //! The supervisor's reads in school mode: classes, students, enrolment, staff.
 
 use rover_contracts::context::UserType;
-use rover_contracts::tools::{FindStudentsArgs, ListStaffArgs, NoArgs};
+use rover_contracts::tools::{
+    FindStudentsArgs, GetClassMarks, GetClassMarksArgs, ListClasses, ListStaff, ListStaffArgs,
+    MAX_LIST_ROWS, NoArgs, Tool,
+};
 use rover_domain::testing::TestDb;
-use rover_domain::{enrollment_summary, find_students, list_classes, list_staff};
+use rover_domain::{
+    calendar, class_marks, enrollment_summary, find_students, list_classes, list_staff,
+};
 
-use crate::helpers::{as_user, hill};
+use crate::helpers::{as_user, hill, today};
 
 #[tokio::test]
 async fn list_classes_shows_campus_class_teacher_and_size() {
@@ -14,7 +19,9 @@ async fn list_classes_shows_campus_class_teacher_and_size() {
     let classes = list_classes(&mut tx, &me, &hill(&db), &NoArgs {})
         .await
         .unwrap();
+    assert_eq!((classes.total, classes.truncated), (4, false));
     let summary: Vec<_> = classes
+        .classes
         .iter()
         .map(|c| {
             (
@@ -113,9 +120,11 @@ async fn enrollment_summary_counts_per_campus_and_class() {
 async fn list_staff_shows_roles_campus_and_filters_by_name_or_email() {
     let db = TestDb::new().await;
     let (mut tx, me) = as_user(&db, "admin@hill.school").await;
-    let staff = list_staff(&mut tx, &me, &hill(&db), &ListStaffArgs::default())
+    let list = list_staff(&mut tx, &me, &hill(&db), &ListStaffArgs::default())
         .await
         .unwrap();
+    assert_eq!((list.total, list.truncated), (6, false));
+    let staff = list.staff;
     assert_eq!(staff.len(), 6);
     let amina = staff
         .iter()
@@ -131,7 +140,111 @@ async fn list_staff_shows_roles_campus_and_filters_by_name_or_email() {
     let query = ListStaffArgs {
         query: Some("OKELLO".into()),
     };
-    let okello = list_staff(&mut tx, &me, &hill(&db), &query).await.unwrap();
+    let okello = list_staff(&mut tx, &me, &hill(&db), &query)
+        .await
+        .unwrap()
+        .staff;
     assert_eq!(okello.len(), 1);
     assert_eq!(okello[0].email, "okello@hill.school");
+}
+
+#[tokio::test]
+async fn listings_return_at_most_max_rows_and_say_how_many_there_are() {
+    let db = TestDb::new().await;
+    let (mut tx, admin) = as_user(&db, "admin@hill.school").await;
+    let hill_id = db.ids.hill.as_uuid();
+    let max = MAX_LIST_ROWS as usize;
+    // The model is told the limit in each tool's description.
+    for contract in [
+        ListStaff::CONTRACT,
+        ListClasses::CONTRACT,
+        GetClassMarks::CONTRACT,
+    ] {
+        assert!(
+            contract
+                .description
+                .contains(&format!("At most {MAX_LIST_ROWS}")),
+            "{}",
+            contract.name
+        );
+    }
+    // 205 more staff (211 in all), 200 more classes (204), and 205 marks in one class's subject.
+    sqlx::query(
+        "INSERT INTO users (school_id, name, email, user_type) \
+         SELECT $1, 'Staff ' || lpad(n::text, 3, '0'), 'staff' || n || '@hill.school', 'support' \
+         FROM generate_series(1, 205) n",
+    )
+    .bind(hill_id)
+    .execute(tx.connection())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO classes (school_id, campus_id, name) \
+         SELECT $1, $2, 'Class ' || lpad(n::text, 3, '0') FROM generate_series(1, 200) n",
+    )
+    .bind(hill_id)
+    .bind(db.ids.campus("Naalya").as_uuid())
+    .execute(tx.connection())
+    .await
+    .unwrap();
+    let term = calendar(&mut tx)
+        .await
+        .unwrap()
+        .term_on(today(&db).await)
+        .unwrap()
+        .id;
+    sqlx::query(
+        "INSERT INTO marks (school_id, student_id, subject_id, term_id, assessment, score, recorded_by) \
+         SELECT $1, s.id, $2, $3, 'Quiz ' || lpad(n::text, 2, '0'), 50, $4 \
+         FROM students s, generate_series(1, 41) n WHERE s.class_id = $5",
+    )
+    .bind(hill_id)
+    .bind(db.ids.subject("Mathematics").as_uuid())
+    .bind(term.as_uuid())
+    .bind(db.ids.user("amina@hill.school").as_uuid())
+    .bind(db.ids.class("S1 Blue").as_uuid())
+    .execute(tx.connection())
+    .await
+    .unwrap();
+
+    let staff = list_staff(&mut tx, &admin, &hill(&db), &ListStaffArgs::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (staff.staff.len(), staff.total, staff.truncated),
+        (max, 211, true)
+    );
+    // A narrower query lists everyone it matches (Staff 020, 120 and 200–205).
+    let narrow = ListStaffArgs {
+        query: Some("Staff 20".into()),
+    };
+    let narrow = list_staff(&mut tx, &admin, &hill(&db), &narrow)
+        .await
+        .unwrap();
+    assert_eq!(
+        (narrow.staff.len(), narrow.total, narrow.truncated),
+        (8, 8, false)
+    );
+
+    let classes = list_classes(&mut tx, &admin, &hill(&db), &NoArgs {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (classes.classes.len(), classes.total, classes.truncated),
+        (max, 204, true)
+    );
+
+    let amina = db.ids.actor("amina@hill.school");
+    let read = GetClassMarksArgs {
+        class_id: db.ids.class("S1 Blue"),
+        subject_id: db.ids.subject("Mathematics"),
+        term_id: None,
+    };
+    let marks = class_marks(&mut tx, &amina, &hill(&db), &read)
+        .await
+        .unwrap();
+    assert_eq!(
+        (marks.marks.len(), marks.total, marks.truncated),
+        (max, 205, true)
+    );
 }

@@ -27,8 +27,8 @@ use rover_contracts::context::CallScope;
 use rover_contracts::ids::{CampusId, DepartmentId, UserId};
 use rover_contracts::permission::Permission;
 use rover_contracts::tools::{
-    self, ClassSummary, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs, NoArgs,
-    Posture, RenameDepartmentArgs, RenamedDepartment, StaffMember, StudentSummary, Tool,
+    self, ClassList, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs, NoArgs,
+    Posture, RenameDepartmentArgs, RenamedDepartment, StaffList, StudentSummary, Tool,
     ToolContract, ToolKind,
 };
 use rover_domain::audit::{AuditEntry, Written};
@@ -285,7 +285,7 @@ async fn list_classes(
     State(state): State<AppState>,
     principal: Principal,
     Campus(campus): Campus,
-) -> Result<Json<Vec<ClassSummary>>, ApiError> {
+) -> Result<Json<ClassList>, ApiError> {
     let mut call = Call::begin(&state, &principal, campus, &LIST_CLASSES).await?;
     let output =
         rover_domain::list_classes(&mut call.tx, &call.actor, &call.scope, &NoArgs {}).await?;
@@ -312,7 +312,7 @@ async fn list_staff(
     principal: Principal,
     Campus(campus): Campus,
     Params(args): Params<ListStaffArgs>,
-) -> Result<Json<Vec<StaffMember>>, ApiError> {
+) -> Result<Json<StaffList>, ApiError> {
     let mut call = Call::begin(&state, &principal, campus, &LIST_STAFF).await?;
     let output = rover_domain::list_staff(&mut call.tx, &call.actor, &call.scope, &args).await?;
     call.read(output).await

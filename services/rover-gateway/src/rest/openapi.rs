@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 
 use rover_contracts::ids::{CampusId, DepartmentId};
 use rover_contracts::tools::{
-    ClassSummary, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs,
-    RenamedDepartment, StaffMember, StudentSummary, schema_for,
+    ClassList, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs,
+    RenamedDepartment, StaffList, StudentSummary, schema_for,
 };
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
@@ -78,7 +78,7 @@ fn build() -> Value {
                     "List classes",
                     Vec::new(),
                     None,
-                    ("200", array_of("ClassSummary")),
+                    ("200", component("ClassList")),
                     &[BAD_REQUEST, UNAUTHENTICATED, FORBIDDEN, NOT_FOUND],
                 ),
             },
@@ -98,7 +98,7 @@ fn build() -> Value {
                     "List staff",
                     query_parameters(schema_for::<ListStaffArgs>()),
                     None,
-                    ("200", array_of("StaffMember")),
+                    ("200", component("StaffList")),
                     &[BAD_REQUEST, UNAUTHENTICATED, FORBIDDEN, NOT_FOUND],
                 ),
             },
@@ -217,9 +217,9 @@ fn component_schemas() -> Value {
     };
     add("Department", schema_for::<Department>());
     add("RenamedDepartment", schema_for::<RenamedDepartment>());
-    add("ClassSummary", schema_for::<ClassSummary>());
+    add("ClassList", schema_for::<ClassList>());
     add("StudentSummary", schema_for::<StudentSummary>());
-    add("StaffMember", schema_for::<StaffMember>());
+    add("StaffList", schema_for::<StaffList>());
     add("CreateDepartmentArgs", schema_for::<CreateDepartmentArgs>());
     add("RenameDepartmentBody", schema_for::<RenameDepartmentBody>());
     add("Error", schema_for::<ErrorBody>());

@@ -51,7 +51,9 @@ async fn supervisor_tools_answer_with_data_and_scope() {
     assert_eq!(data(&reply)["previousName"], "Languages");
 
     let reply = server.call(admin, "list.classes", json!({})).await;
-    let classes: Vec<&str> = data(&reply)
+    assert_eq!(data(&reply)["total"], 4);
+    assert_eq!(data(&reply)["truncated"], false);
+    let classes: Vec<&str> = data(&reply)["classes"]
         .as_array()
         .unwrap()
         .iter()
@@ -84,8 +86,9 @@ async fn supervisor_tools_answer_with_data_and_scope() {
     let reply = server
         .call(admin, "list.staff", json!({ "query": "okello" }))
         .await;
-    let staff = data(&reply).as_array().unwrap();
+    let staff = data(&reply)["staff"].as_array().unwrap();
     assert_eq!(staff.len(), 1);
+    assert_eq!(data(&reply)["total"], 1);
     assert_eq!(staff[0]["email"], "okello@hill.school");
 }
 

@@ -350,6 +350,11 @@ impl Stack {
         serde_json::from_str(&body).expect("JSON")
     }
 
+    /// Where the worker keeps the threads' files (`<dir>/<school>/<user>/<thread>/`).
+    pub(crate) fn sandbox_dir(&self) -> &std::path::Path {
+        &self._sandboxes.0
+    }
+
     /// A count over the whole database (as the owner, so RLS does not filter).
     pub(crate) async fn count(&self, sql: &str) -> i64 {
         sqlx::query_scalar(sql)

@@ -7,4 +7,5 @@ mod helpers;
 mod agents;
 mod compaction;
 mod failures;
+mod questions;
 mod utterances;
