@@ -307,6 +307,25 @@ async fn a_second_message_on_a_chat_whose_reply_is_in_progress_is_409() {
 }
 
 #[tokio::test]
+async fn an_open_turn_nothing_closed_stops_counting_when_its_identity_expires() {
+    // A turn whose worker never closed it (say it was dead-lettered undecoded) must not block
+    // its chat or its user for ever.
+    let rest = spawn_rest_with(|s| s.chat.max_concurrent_turns_per_user = 1).await;
+    let (status, _, _) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    rest.expire_open_turns().await;
+    let (status, _, body) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        rest.count("open_turns").await,
+        1,
+        "the expired row was swept"
+    );
+}
+
+#[tokio::test]
 async fn a_school_over_its_open_turn_limit_gets_429_and_other_schools_do_not() {
     let rest = spawn_rest_with(|s| {
         s.chat.max_concurrent_turns_per_user = 0;
