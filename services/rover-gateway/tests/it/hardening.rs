@@ -1,8 +1,11 @@
 //! Hardened inputs: every error the gateway emits — its own and axum's — is the one JSON error
 //! shape; chat messages, their parts and attachments and every JSON body's nesting are bounded;
-//! a user's open turns are limited per replica (429 + `Retry-After`); a client sending bad tokens
-//! is slowed to 429 while valid tokens from the same address still pass, and `X-Forwarded-For` is
-//! believed only from a trusted proxy. Also: REST with another school's ids.
+//! a user's and a school's open turns are counted in Postgres until the worker ends them (429 +
+//! `Retry-After`), a chat runs one turn at a time (409), a full turns queue is 503, the same chat
+//! id in two schools is two threads; resumed streams share one consumer and are limited per user;
+//! a client sending bad tokens is slowed to 429 while valid tokens from the same address still
+//! pass, and `X-Forwarded-For` is believed only from a trusted proxy. Also: REST with another
+//! school's ids.
 
 use std::net::SocketAddr;
 
