@@ -323,9 +323,13 @@ pub async fn open_turn(
     .bind(school)
     .execute(tx.connection())
     .await?;
+    // Expired rows (turns nothing closed) count for nothing: the school's are swept here.
+    sqlx::query("DELETE FROM open_turns WHERE expires_at <= now()")
+        .execute(tx.connection())
+        .await?;
     let (thread_open, user_open, school_open): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE thread_id = $1), count(*) FILTER (WHERE user_id = $2), \
-         count(*) FROM open_turns WHERE expires_at > now()",
+         count(*) FROM open_turns",
     )
     .bind(thread.as_uuid())
     .bind(user.as_uuid())

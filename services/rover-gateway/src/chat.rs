@@ -336,7 +336,6 @@ async fn post_chat(
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
     rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
-    tx.commit().await?;
 
     let school = caller.school;
     let grant = TurnGrant {
@@ -347,10 +346,12 @@ async fn post_chat(
     };
     let ttl =
         chrono::Duration::seconds(i64::try_from(state.settings.identity.ttl_secs).unwrap_or(1800));
+    // Signed before the commit: a turn that cannot be signed is rolled back, not left open.
     let identity = state
         .signer
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
+    tx.commit().await?;
     let trace = current_trace_id();
     let request = TurnRequest {
         turn_id: turn,

@@ -1,8 +1,11 @@
 //! Hardened inputs: every error the gateway emits — its own and axum's — is the one JSON error
 //! shape; chat messages, their parts and attachments and every JSON body's nesting are bounded;
-//! a user's open turns are limited per replica (429 + `Retry-After`); a client sending bad tokens
-//! is slowed to 429 while valid tokens from the same address still pass, and `X-Forwarded-For` is
-//! believed only from a trusted proxy. Also: REST with another school's ids.
+//! a user's and a school's open turns are counted in Postgres until the worker ends them (429 +
+//! `Retry-After`), a chat runs one turn at a time (409), a full turns queue is 503, the same chat
+//! id in two schools is two threads; resumed streams share one consumer and are limited per user;
+//! a client sending bad tokens is slowed to 429 while valid tokens from the same address still
+//! pass, and `X-Forwarded-For` is believed only from a trusted proxy. Also: REST with another
+//! school's ids.
 
 use std::net::SocketAddr;
 
@@ -304,6 +307,25 @@ async fn a_second_message_on_a_chat_whose_reply_is_in_progress_is_409() {
     rest.finish_turns_of(ADMIN).await;
     let (status, _, body) = rest.start_turn(ADMIN, "busy-chat").await;
     assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn an_open_turn_nothing_closed_stops_counting_when_its_identity_expires() {
+    // A turn whose worker never closed it (say it was dead-lettered undecoded) must not block
+    // its chat or its user for ever.
+    let rest = spawn_rest_with(|s| s.chat.max_concurrent_turns_per_user = 1).await;
+    let (status, _, _) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    rest.expire_open_turns().await;
+    let (status, _, body) = rest.start_turn(ADMIN, "stuck").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        rest.count("open_turns").await,
+        1,
+        "the expired row was swept"
+    );
 }
 
 #[tokio::test]

@@ -246,6 +246,14 @@ impl Rest {
         }
     }
 
+    /// Moves every open turn's expiry into the past, as if their identities had run out.
+    pub(crate) async fn expire_open_turns(&self) {
+        sqlx::query("UPDATE open_turns SET expires_at = now() - interval '1 second'")
+            .execute(&self.owner)
+            .await
+            .expect("expire open turns");
+    }
+
     pub(crate) async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&self.owner)
