@@ -129,6 +129,8 @@ pub(crate) struct Knobs {
     pub(crate) step_limit: u32,
     /// Point the worker at another model endpoint (an unreachable one, say).
     pub(crate) model_url: Option<String>,
+    /// Runs on the (empty) sandbox directory before the worker starts.
+    pub(crate) prepare_sandboxes: Option<fn(&std::path::Path)>,
 }
 
 impl Default for Knobs {
@@ -136,6 +138,7 @@ impl Default for Knobs {
         Self {
             step_limit: 8,
             model_url: None,
+            prepare_sandboxes: None,
         }
     }
 }
@@ -198,6 +201,10 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
     settings.model.timeout_ms = 10_000;
     settings.agent.skills_dir = skills_dir();
     settings.agent.sandbox_dir = Some(sandboxes.0.clone());
+    if let Some(prepare) = knobs.prepare_sandboxes {
+        std::fs::create_dir_all(&sandboxes.0).expect("the sandbox directory");
+        prepare(&sandboxes.0);
+    }
     settings.agent.step_limit = knobs.step_limit;
     settings.identity.public_key_file = Some(keys.public_key_file());
     let worker = within("build the worker", rover_worker::App::build(settings))
