@@ -94,6 +94,28 @@ async fn ask_user_beside_another_call_is_refused_and_the_thread_stays_valid() {
 }
 
 #[tokio::test]
+async fn a_new_message_instead_of_an_answer_is_accepted_and_the_question_gets_a_result() {
+    let stack = spawn_stack().await;
+    let thread = ThreadId::new();
+    let question = stack
+        .turn_in(
+            thread,
+            ADMIN,
+            message("Please sort out the thing from yesterday"),
+        )
+        .await;
+    assert_eq!(question.finish(), FinishReason::ToolCalls);
+    // The staff member ignores the question and asks something else.
+    let next = stack
+        .turn_in(thread, ADMIN, message("What's the date today?"))
+        .await;
+    assert!(next.errors().is_empty(), "{:?}", next.errors());
+    assert!(next.text().starts_with("Today is"), "{}", next.text());
+    let requests = stack.model_requests().await;
+    assert_every_call_answered(requests.last().unwrap()["messages"].as_array().unwrap());
+}
+
+#[tokio::test]
 async fn a_stored_thread_with_an_unanswered_call_is_completed_before_the_model_sees_it() {
     let stack = spawn_stack().await;
     let thread = ThreadId::new();
