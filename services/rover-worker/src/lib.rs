@@ -287,6 +287,8 @@ impl App {
             .unwrap_or_default();
         let queue = shared.topology.turns_queue();
         let handler_shared = shared.clone();
+        // Old sandboxes go before any turn runs; then periodically (below).
+        sweep_sandboxes(&shared.settings.agent).await;
         let consumer = broker
             .consume_decoded(
                 &queue,
@@ -327,7 +329,7 @@ impl App {
                 }),
             );
         let (stop_sweep, sweep_stopped) = tokio::sync::oneshot::channel::<()>();
-        let sweeper = tokio::spawn(sweep_sandboxes(
+        let sweeper = tokio::spawn(sweep_sandboxes_periodically(
             shared.settings.agent.clone(),
             sweep_stopped,
         ));
@@ -353,29 +355,36 @@ impl App {
     }
 }
 
-/// Removes sandboxes unused for `sandbox_max_age_secs`: once now, then every
-/// `sandbox_sweep_interval_secs`, until `stop` resolves. Without a sandbox directory it does
-/// nothing.
-async fn sweep_sandboxes(settings: AgentSettings, stop: tokio::sync::oneshot::Receiver<()>) {
-    let Some(base) = settings.sandbox_dir else {
+/// Removes sandboxes unused for `sandbox_max_age_secs`, once; failures are logged (the next sweep
+/// tries again). Without a sandbox directory it does nothing.
+async fn sweep_sandboxes(settings: &AgentSettings) {
+    let Some(base) = settings.sandbox_dir.clone() else {
         return;
     };
     let max_age = Duration::from_secs(settings.sandbox_max_age_secs);
-    let mut every = tokio::time::interval(Duration::from_secs(
-        settings.sandbox_sweep_interval_secs.max(1),
-    ));
+    match tokio::task::spawn_blocking(move || rover_agent::sandbox::sweep(&base, max_age)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "could not sweep old sandboxes"),
+        Err(error) => tracing::warn!(%error, "the sandbox sweep stopped"),
+    }
+}
+
+/// Sweeps old sandboxes every `sandbox_sweep_interval_secs` (the first sweep is at start-up, before
+/// any turn is consumed), until `stop` resolves.
+async fn sweep_sandboxes_periodically(
+    settings: AgentSettings,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    if settings.sandbox_dir.is_none() {
+        return;
+    }
+    let period = Duration::from_secs(settings.sandbox_sweep_interval_secs.max(1));
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let sweeping = async {
         loop {
             every.tick().await;
-            let base = base.clone();
-            match tokio::task::spawn_blocking(move || rover_agent::sandbox::sweep(&base, max_age))
-                .await
-            {
-                Ok(Ok(_)) => {}
-                Ok(Err(error)) => tracing::warn!(%error, "could not sweep old sandboxes"),
-                Err(error) => tracing::warn!(%error, "the sandbox sweep stopped"),
-            }
+            sweep_sandboxes(&settings).await;
         }
     };
     tokio::select! {

@@ -131,6 +131,8 @@ pub(crate) struct Knobs {
     pub(crate) model_url: Option<String>,
     /// `agent.context_budget_tokens` and `agent.tool_result_max_tokens`, when not the defaults.
     pub(crate) context: Option<(usize, usize)>,
+    /// Runs on the (empty) sandbox directory before the worker starts.
+    pub(crate) prepare_sandboxes: Option<fn(&std::path::Path)>,
 }
 
 impl Default for Knobs {
@@ -139,6 +141,7 @@ impl Default for Knobs {
             step_limit: 8,
             model_url: None,
             context: None,
+            prepare_sandboxes: None,
         }
     }
 }
@@ -201,6 +204,10 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
     settings.model.timeout_ms = 10_000;
     settings.agent.skills_dir = skills_dir();
     settings.agent.sandbox_dir = Some(sandboxes.0.clone());
+    if let Some(prepare) = knobs.prepare_sandboxes {
+        std::fs::create_dir_all(&sandboxes.0).expect("the sandbox directory");
+        prepare(&sandboxes.0);
+    }
     settings.agent.step_limit = knobs.step_limit;
     if let Some((budget, tool_result)) = knobs.context {
         settings.agent.context_budget_tokens = budget;

@@ -2,13 +2,14 @@
 //! calls is refused with a result of its own, a thread stored with an unanswered call is
 //! completed before the model sees it, and a local tool's arguments are checked against the
 //! schema the model was shown before anything runs. (The scripted model refuses, as OpenAI does,
-//! a request whose tool calls lack results.)
+//! a request whose tool calls lack results.) And the chats' files: old ones are swept when the
+//! worker starts.
 
 use rover_contracts::ids::{ThreadId, TurnId};
 use rover_contracts::wire::{FinishReason, TurnInput};
 use serde_json::{Value, json};
 
-use crate::helpers::{Stack, spawn_stack};
+use crate::helpers::{Knobs, Stack, spawn_stack, spawn_stack_with};
 
 const ADMIN: &str = "admin@hill.school";
 
@@ -93,6 +94,28 @@ async fn ask_user_beside_another_call_is_refused_and_the_thread_stays_valid() {
 }
 
 #[tokio::test]
+async fn a_new_message_instead_of_an_answer_is_accepted_and_the_question_gets_a_result() {
+    let stack = spawn_stack().await;
+    let thread = ThreadId::new();
+    let question = stack
+        .turn_in(
+            thread,
+            ADMIN,
+            message("Please sort out the thing from yesterday"),
+        )
+        .await;
+    assert_eq!(question.finish(), FinishReason::ToolCalls);
+    // The staff member ignores the question and asks something else.
+    let next = stack
+        .turn_in(thread, ADMIN, message("What's the date today?"))
+        .await;
+    assert!(next.errors().is_empty(), "{:?}", next.errors());
+    assert!(next.text().starts_with("Today is"), "{}", next.text());
+    let requests = stack.model_requests().await;
+    assert_every_call_answered(requests.last().unwrap()["messages"].as_array().unwrap());
+}
+
+#[tokio::test]
 async fn a_stored_thread_with_an_unanswered_call_is_completed_before_the_model_sees_it() {
     let stack = spawn_stack().await;
     let thread = ThreadId::new();
@@ -173,4 +196,41 @@ async fn local_tool_arguments_are_checked_against_their_schema_before_running() 
             pending.push(entry.path());
         }
     }
+}
+
+#[tokio::test]
+async fn sandboxes_unused_for_too_long_are_removed_when_the_worker_starts() {
+    fn prepare(base: &std::path::Path) {
+        let (school, user) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        for (thread, days) in [("old", 31), ("recent", 1)] {
+            let dir = base.join(format!("{school}/{user}/{thread}"));
+            std::fs::create_dir_all(dir.join("notes")).unwrap();
+            std::fs::write(dir.join("notes/plan.md"), "plan").unwrap();
+            let age = std::time::Duration::from_secs(days * 24 * 60 * 60);
+            std::fs::File::open(&dir)
+                .unwrap()
+                .set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+        }
+    }
+    let stack = spawn_stack_with(Knobs {
+        prepare_sandboxes: Some(prepare),
+        ..Knobs::default()
+    })
+    .await;
+    // The sweep runs before the worker consumes its first turn.
+    let turn = stack.turn(ADMIN, "What's the date today?").await;
+    assert_eq!(turn.finish(), FinishReason::Stop);
+
+    let mut threads = Vec::new();
+    for school in std::fs::read_dir(stack.sandbox_dir()).unwrap() {
+        for user in std::fs::read_dir(school.unwrap().path()).unwrap() {
+            for thread in std::fs::read_dir(user.unwrap().path()).unwrap() {
+                threads.push(thread.unwrap().file_name().into_string().unwrap());
+            }
+        }
+    }
+    threads.sort();
+    assert!(threads.contains(&"recent".to_owned()), "{threads:?}");
+    assert!(!threads.contains(&"old".to_owned()), "{threads:?}");
 }
