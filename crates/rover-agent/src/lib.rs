@@ -3,6 +3,7 @@
 //! model/tool loop.
 
 pub mod agent;
+pub mod budget;
 pub mod compact;
 mod local;
 pub mod model;

@@ -70,6 +70,9 @@ pub enum ModelError {
     /// The turn's progress could not be recorded, so it stopped rather than run unrecorded.
     #[error("the turn's progress could not be recorded: {0}")]
     Journal(String),
+    /// A budget is spent: the turn stops before spending more.
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetError),
 }
 
 impl ModelError {
@@ -89,6 +92,7 @@ impl ModelError {
             Self::Timeout(_) => "timeout",
             Self::Malformed(_) => "malformed",
             Self::Journal(_) => "journal",
+            Self::Budget(_) => "budget",
         }
     }
 }

@@ -11,7 +11,9 @@ use rover_contracts::context::{RuntimeContext, Subagent};
 use rover_contracts::identity::SignedTurnIdentity;
 use rover_contracts::ids::{ToolCallId, TurnId};
 use rover_contracts::tools::ToolKind;
-use rover_contracts::wire::{self, FinishReason, ToolCall, ToolReply, TurnEventKind, TurnInput};
+use rover_contracts::wire::{
+    self, FinishReason, TokenUsage, ToolCall, ToolReply, TurnEventKind, TurnInput,
+};
 use rover_messaging::RpcClient;
 use rover_telemetry::metrics::{ModelMetrics, Registry, ToolMetrics};
 use serde_json::{Value, json};
@@ -19,6 +21,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::Instrument as _;
 
 use crate::agent::Agent;
+use crate::budget::TurnBudget;
 use crate::local;
 use crate::model::{ModelClient, ModelError};
 use crate::sandbox::Sandbox;
@@ -103,6 +106,8 @@ pub struct TurnDeps<'a> {
     pub journal: &'a Journal,
     /// Records each completed part before the loop moves on; `None` records nothing.
     pub record: Option<&'a StepRecorder>,
+    /// What the turn may spend, and what it has.
+    pub budget: &'a TurnBudget,
 }
 
 /// A completed part of a turn's agent loop: the model's answer in a step (`part` = `"model"`), or
@@ -410,6 +415,12 @@ async fn run_loop(
                 finish: FinishReason::ToolCalls,
             });
         }
+        // The step's calls fit the turn's budget together, or none of them starts.
+        let fresh = calls
+            .iter()
+            .filter(|c| deps.journal.get(key, step, &c.id).is_none())
+            .count();
+        deps.budget.before_tool_calls(fresh)?;
         // Each result is recorded as it arrives; a resumed step runs only the calls it lacks.
         let results = futures::future::join_all(calls.iter().zip(inputs).map(|(call, input)| {
             let recorded = deps
@@ -429,6 +440,10 @@ async fn run_loop(
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
+        // A subagent that spent the turn's budget failed its `task`; the turn stops here too.
+        if let Some(spent) = deps.budget.exhausted() {
+            return Err(spent.into());
+        }
         for (call, envelope) in calls.iter().zip(results) {
             let content = envelope.to_model_string();
             match &envelope {
@@ -476,6 +491,13 @@ async fn stream_step(
     step: &str,
     emit: &impl Fn(TurnEventKind),
 ) -> Result<(String, Vec<Call>), ModelError> {
+    let prompt: usize = conversation
+        .iter()
+        .chain(tools)
+        .map(crate::compact::estimate)
+        .sum();
+    let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
+    let reservation = deps.budget.before_model_call(prompt).await?;
     let started = Instant::now();
     let mut usage = None;
     let mut model = deps.model.model().to_owned();
@@ -491,6 +513,23 @@ async fn stream_step(
             .model
             .observe(&model, streamed.is_ok(), started.elapsed(), usage);
     }
+    // What the model reported; a server that reports nothing is charged the estimate.
+    let used = match (usage, &streamed) {
+        (Some((input, output)), _) => TokenUsage {
+            input_tokens: input.into(),
+            output_tokens: output.into(),
+        },
+        (None, Ok((text, calls))) => TokenUsage {
+            input_tokens: prompt,
+            output_tokens: (text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>())
+                .div_ceil(4) as u64,
+        },
+        (None, Err(_)) => TokenUsage {
+            input_tokens: prompt,
+            output_tokens: 0,
+        },
+    };
+    deps.budget.after_model_call(reservation, used).await;
     if deps.capture_content
         && let Ok((text, _)) = &streamed
     {

@@ -61,6 +61,8 @@ error_codes! {
     ModelError = "model_error", 502;
     /// The turn reached its step limit.
     StepLimit = "step_limit", 500;
+    /// A token, step or tool-call budget (per turn, or per user or school per day) is spent.
+    BudgetExceeded = "budget_exceeded", 429;
     /// A downstream call missed its deadline.
     DeadlineExceeded = "deadline_exceeded", 504;
     /// A dependency (broker, database) is unavailable.

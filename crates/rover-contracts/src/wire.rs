@@ -295,7 +295,20 @@ pub enum TurnEventKind {
     Finish {
         /// Why.
         reason: FinishReason,
+        /// The tokens the turn's model calls used, as the model reported them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<TokenUsage>,
     },
+}
+
+/// Tokens a turn's model calls used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Prompt tokens, summed over the turn's model calls.
+    pub input_tokens: u64,
+    /// Completion tokens, summed over the turn's model calls.
+    pub output_tokens: u64,
 }
 
 /// Worker → tool server: run one RPC tool as the signed identity.

@@ -9,7 +9,8 @@
 //!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
 //!   [`record_attendance`], [`list_my_classes`], [`record_marks`], [`class_marks`],
 //!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
-//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`].
+//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`],
+//!   [`usage`] (token budgets).
 //!
 //! Every domain function has the shape `(tx, actor, scope, args) -> Result<Output, DomainError>`,
 //! taking the contracts' argument type and returning its output type; writes return
@@ -48,6 +49,7 @@ mod teaching;
 mod tenant;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod usage;
 
 pub use attendance::record_attendance;
 pub use audit::{AuditChange, Written};

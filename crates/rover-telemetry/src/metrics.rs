@@ -141,6 +141,15 @@ pub struct TurnMetrics {
     pub duration: Histogram,
     /// From the turn's start to its first text, in seconds.
     pub time_to_first_token: Histogram,
+    /// Turns ended because a budget was spent, by limit.
+    pub budget_exceeded: Family<LimitLabels, Counter>,
+}
+
+/// Labels of a spent budget.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Which limit (`turn_tokens`, `user_daily_tokens`, …): a fixed set, never a caller's text.
+    pub limit: &'static str,
 }
 
 impl TurnMetrics {
@@ -152,6 +161,7 @@ impl TurnMetrics {
             failed: Counter::default(),
             duration: latency_histogram(),
             time_to_first_token: latency_histogram(),
+            budget_exceeded: Family::default(),
         };
         registry.register(
             "rover_turns_started",
@@ -177,6 +187,11 @@ impl TurnMetrics {
             "rover_turn_time_to_first_token_seconds",
             "From a turn's start to its first streamed text",
             metrics.time_to_first_token.clone(),
+        );
+        registry.register(
+            "rover_budget_exceeded",
+            "Turns ended because a token, model-call or tool-call budget was spent",
+            metrics.budget_exceeded.clone(),
         );
         metrics
     }

@@ -647,7 +647,7 @@ async fn next_events(
     };
     let mut out = Vec::new();
     for event in ready {
-        if let TurnEventKind::Finish { reason } = &event.event {
+        if let TurnEventKind::Finish { reason, .. } = &event.event {
             state
                 .span
                 .record("rover.turn.finish_reason", tracing::field::debug(reason));
@@ -763,14 +763,22 @@ impl ChunkMapper {
             TurnEventKind::Error { message, .. } => {
                 vec![json!({ "type": "error", "errorText": message })]
             }
-            TurnEventKind::Finish { reason } => {
+            TurnEventKind::Finish { reason, usage } => {
                 let reason = match reason {
                     FinishReason::Stop => "stop",
                     FinishReason::Length => "length",
                     FinishReason::ToolCalls => "tool-calls",
                     FinishReason::Error => "error",
                 };
-                vec![json!({ "type": "finish", "finishReason": reason })]
+                let mut finish = json!({ "type": "finish", "finishReason": reason });
+                if let Some(usage) = usage {
+                    finish["messageMetadata"] = json!({ "usage": {
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "totalTokens": usage.input_tokens + usage.output_tokens,
+                    } });
+                }
+                vec![finish]
             }
         }
     }

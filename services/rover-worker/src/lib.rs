@@ -39,7 +39,10 @@ use tracing::Instrument as _;
 
 use crate::resume::Continuation;
 
+mod budget;
 mod resume;
+
+pub use budget::BudgetSettings;
 
 /// The worker's settings (`rover-worker --print-config` shows the effective ones).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +58,8 @@ pub struct Settings {
     pub model: ModelSettings,
     /// The agent: skills, sandboxes and limits.
     pub agent: AgentSettings,
+    /// What a turn, a user's day and a school's day may spend.
+    pub budget: BudgetSettings,
     /// The gateway's public key: every turn's runtime context must match its signed identity.
     pub identity: VerifierSettings,
     /// Logging.
@@ -69,6 +74,7 @@ impl Default for Settings {
             database: DatabaseSettings::default(),
             model: ModelSettings::default(),
             agent: AgentSettings::default(),
+            budget: BudgetSettings::default(),
             identity: VerifierSettings::default(),
             telemetry: TelemetrySettings::default(),
         }
@@ -409,6 +415,8 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         delivery_count = delivery.delivery_count,
         rover.input.text = tracing::field::Empty,
         rover.turn.finish_reason = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
     );
     let turn = request.turn_id;
     // The runtime context travels unsigned beside the signed identity; it must say the same, or
@@ -445,7 +453,10 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
         let _ = sender.send(Emitted {
             subagent: None,
-            event: TurnEventKind::Finish { reason: finish },
+            event: TurnEventKind::Finish {
+                reason: finish,
+                usage: None,
+            },
         });
         drop(sender);
         forward_events(shared, &request, prior.continuation, receiver, None)
@@ -491,6 +502,7 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
                 trace_id: rover_telemetry::trace_id(&span),
             },
         });
+        let budget = budget::turn_budget(&shared.settings.budget, &shared.pool, &request);
         let outcome = if give_up {
             Err(Failure {
                 code: ErrorCode::Internal,
@@ -505,7 +517,7 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
                 owned?;
                 tokio::time::timeout(
                     deadline,
-                    run_request(shared, &request, &sender, &prior.journal),
+                    run_request(shared, &request, &sender, &prior.journal, &budget),
                 )
                 .await
                 .map_err(|_| Failure {
@@ -548,9 +560,21 @@ async fn handle_turn(shared: &Shared, request: TurnRequest, delivery: Delivery) 
         } else {
             shared.turns.completed.inc();
         }
+        // The ledger has every delivery's calls; this one's are the fallback.
+        let usage = budget::settled_usage(&shared.pool, school_of(&request), request.turn_id)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(parent: &span, %error, "could not read the turn's token usage");
+                budget.usage()
+            });
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
         let _ = sender.send(Emitted {
             subagent: None,
-            event: TurnEventKind::Finish { reason: finish },
+            event: TurnEventKind::Finish {
+                reason: finish,
+                usage: Some(usage),
+            },
         });
         drop(sender);
     };
@@ -707,11 +731,16 @@ async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Result<(), Fai
     })
 }
 
+fn school_of(request: &TurnRequest) -> rover_contracts::ids::SchoolId {
+    request.context.user_details.school.id
+}
+
 async fn run_request(
     shared: &Shared,
     request: &TurnRequest,
     events: &rover_agent::Events,
     journal: &Journal,
+    budget: &rover_agent::budget::TurnBudget,
 ) -> Result<FinishReason, Failure> {
     let context = &request.context;
     let school = context.user_details.school.id;
@@ -839,10 +868,24 @@ async fn run_request(
         capture_content: shared.settings.telemetry.capture_content,
         journal,
         record: Some(&recorder),
+        budget,
     };
     let result = run_turn(&agent, history, &request.input, deps)
         .await
         .map_err(|e| match e {
+            rover_agent::model::ModelError::Budget(spent) => {
+                shared
+                    .turns
+                    .budget_exceeded
+                    .get_or_create(&rover_telemetry::metrics::LimitLabels {
+                        limit: spent.limit(),
+                    })
+                    .inc();
+                Failure {
+                    code: ErrorCode::BudgetExceeded,
+                    message: spent.to_string(),
+                }
+            }
             rover_agent::model::ModelError::Journal(error) => {
                 tracing::error!(%error, "could not record the turn's progress");
                 Failure {

@@ -239,6 +239,7 @@ mod tests {
                     None,
                     TurnEventKind::Finish {
                         reason: FinishReason::Stop,
+                        usage: None,
                     },
                 ),
             ],

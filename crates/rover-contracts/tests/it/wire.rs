@@ -104,7 +104,20 @@ fn turn_events_are_tagged_like_stream_chunks() {
     assert_eq!(decode::<TurnEvent>(&encode(&event)).unwrap(), event);
     let finish = serde_json::to_value(TurnEventKind::Finish {
         reason: FinishReason::ToolCalls,
+        usage: None,
     })
     .unwrap();
     assert_eq!(finish, json!({ "type": "finish", "reason": "tool-calls" }));
+    let finish = serde_json::to_value(TurnEventKind::Finish {
+        reason: FinishReason::Stop,
+        usage: Some(rover_contracts::wire::TokenUsage {
+            input_tokens: 12,
+            output_tokens: 3,
+        }),
+    })
+    .unwrap();
+    assert_eq!(
+        finish,
+        json!({ "type": "finish", "reason": "stop", "usage": { "inputTokens": 12, "outputTokens": 3 } })
+    );
 }

@@ -94,7 +94,7 @@ impl Transcript {
         self.events
             .iter()
             .find_map(|e| match e.event {
-                TurnEventKind::Finish { reason } => Some(reason),
+                TurnEventKind::Finish { reason, .. } => Some(reason),
                 _ => None,
             })
             .expect("a finish event")
@@ -112,6 +112,25 @@ impl Transcript {
     }
 
     /// The turn's `error` events.
+    /// The codes of the turn's error events.
+    pub(crate) fn error_codes(&self) -> Vec<rover_contracts::ErrorCode> {
+        self.events
+            .iter()
+            .filter_map(|e| match &e.event {
+                TurnEventKind::Error { code, .. } => Some(*code),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The token usage the turn's `finish` reported.
+    pub(crate) fn usage(&self) -> Option<rover_contracts::wire::TokenUsage> {
+        self.events.iter().find_map(|e| match &e.event {
+            TurnEventKind::Finish { usage, .. } => *usage,
+            _ => None,
+        })
+    }
+
     pub(crate) fn errors(&self) -> Vec<String> {
         self.events
             .iter()
@@ -133,6 +152,8 @@ pub(crate) struct Knobs {
     pub(crate) context: Option<(usize, usize)>,
     /// Runs on the (empty) sandbox directory before the worker starts.
     pub(crate) prepare_sandboxes: Option<fn(&std::path::Path)>,
+    /// The worker's budgets, when not the defaults.
+    pub(crate) budget: Option<rover_worker::BudgetSettings>,
 }
 
 impl Default for Knobs {
@@ -142,6 +163,7 @@ impl Default for Knobs {
             model_url: None,
             context: None,
             prepare_sandboxes: None,
+            budget: None,
         }
     }
 }
@@ -209,6 +231,9 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
         prepare(&sandboxes.0);
     }
     settings.agent.step_limit = knobs.step_limit;
+    if let Some(budget) = knobs.budget.clone() {
+        settings.budget = budget;
+    }
     if let Some((budget, tool_result)) = knobs.context {
         settings.agent.context_budget_tokens = budget;
         settings.agent.tool_result_max_tokens = tool_result;

@@ -5,6 +5,7 @@
 mod helpers;
 
 mod agents;
+mod budgets;
 mod compaction;
 mod failures;
 mod questions;

@@ -1,0 +1,284 @@
+//! Budgets: what one turn may spend (tokens, model calls, tool calls), and the daily ledger of
+//! tokens per user and school it draws on. A model call is checked and its tokens *reserved*
+//! before it is made (its prompt, estimated, plus an output allowance), then settled to what the
+//! model reported; a step's tool calls are checked together before any of them starts. Spending
+//! past a limit ends the turn with one error and starts nothing more, so nothing is half-done.
+
+use std::sync::{Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use rover_contracts::wire::TokenUsage;
+
+/// Per-turn limits; `0` means no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnLimits {
+    /// Tokens (input + output, as reported) across the turn's model calls.
+    pub tokens: u64,
+    /// Model calls across Rover and its subagents.
+    pub model_calls: u32,
+    /// Tool calls across Rover and its subagents.
+    pub tool_calls: u32,
+    /// Tokens reserved for a model call's output before it is made.
+    pub output_reserve: u64,
+}
+
+/// Which budget is spent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// The turn's tokens.
+    #[error("This request used up its budget of {0} tokens, so I stopped before doing more.")]
+    TurnTokens(u64),
+    /// The turn's model calls.
+    #[error("This request needed more than {0} model calls, so I stopped before doing more.")]
+    TurnModelCalls(u32),
+    /// The turn's tool calls.
+    #[error("This request needed more than {0} tool calls, so I stopped before running more.")]
+    TurnToolCalls(u32),
+    /// The user's daily tokens.
+    #[error("You have used today's budget of {0} tokens. Please try again tomorrow.")]
+    UserDaily(u64),
+    /// The school's daily tokens.
+    #[error("Your school has used today's budget of {0} tokens. Please try again tomorrow.")]
+    SchoolDaily(u64),
+    /// The ledger could not be read or written, so the call was not made (fail closed).
+    #[error("The usage budget could not be checked, so I stopped: {0}")]
+    Ledger(String),
+}
+
+impl BudgetError {
+    /// The limit's name, for metrics.
+    pub fn limit(&self) -> &'static str {
+        match self {
+            Self::TurnTokens(_) => "turn_tokens",
+            Self::TurnModelCalls(_) => "turn_model_calls",
+            Self::TurnToolCalls(_) => "turn_tool_calls",
+            Self::UserDaily(_) => "user_daily_tokens",
+            Self::SchoolDaily(_) => "school_daily_tokens",
+            Self::Ledger(_) => "ledger",
+        }
+    }
+}
+
+/// Where reservations are taken and settled durably (the worker's: Postgres, per user, school
+/// and day). A trait because the agent loop runs with and without one (unit tests, benchmarks).
+pub trait Ledger: Send + Sync {
+    /// Reserves `tokens`, or says which daily limit they would pass.
+    fn reserve(&self, tokens: u64) -> BoxFuture<'_, Result<(), BudgetError>>;
+    /// Releases a reservation of `reserved` tokens and records what the call used.
+    fn settle(&self, reserved: u64, used: TokenUsage) -> BoxFuture<'_, Result<(), String>>;
+}
+
+/// One turn's budget: its limits, what it has spent, and the ledger it draws on.
+pub struct TurnBudget {
+    limits: TurnLimits,
+    spent: Mutex<Spent>,
+    ledger: Option<Box<dyn Ledger>>,
+}
+
+impl std::fmt::Debug for TurnBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnBudget")
+            .field("limits", &self.limits)
+            .field("spent", &*self.spent())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Spent {
+    usage: TokenUsage,
+    /// Tokens reserved by model calls in flight in this turn.
+    reserved: u64,
+    model_calls: u32,
+    tool_calls: u32,
+    /// The first limit the turn hit: once spent, the whole turn stops (a subagent's too).
+    exhausted: Option<BudgetError>,
+}
+
+/// A model call's reservation, to settle when it ends.
+#[derive(Debug)]
+#[must_use = "a reservation is settled when the call ends"]
+pub struct Reservation {
+    tokens: u64,
+}
+
+impl TurnBudget {
+    /// A budget with `limits`, drawing on `ledger` (none: only the turn's own limits hold).
+    pub fn new(limits: TurnLimits, ledger: Option<Box<dyn Ledger>>) -> Self {
+        Self {
+            limits,
+            spent: Mutex::new(Spent::default()),
+            ledger,
+        }
+    }
+
+    /// No limits and no ledger.
+    pub fn unlimited() -> Self {
+        Self::new(TurnLimits::default(), None)
+    }
+
+    fn spent(&self) -> std::sync::MutexGuard<'_, Spent> {
+        // Plain counters cannot be left half-updated by a panic.
+        self.spent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The limit the turn hit, if any: an agent that sees one stops, even when the error was a
+    /// subagent's and reached it only as a failed `task`.
+    pub fn exhausted(&self) -> Option<BudgetError> {
+        self.spent().exhausted.clone()
+    }
+
+    fn refuse(&self, error: BudgetError) -> BudgetError {
+        self.spent().exhausted.get_or_insert(error).clone()
+    }
+
+    /// What the turn's model calls used so far.
+    pub fn usage(&self) -> TokenUsage {
+        self.spent().usage
+    }
+
+    /// Checks a model call whose prompt is about `prompt_tokens`, and reserves its tokens.
+    pub async fn before_model_call(&self, prompt_tokens: u64) -> Result<Reservation, BudgetError> {
+        let tokens = prompt_tokens + self.limits.output_reserve;
+        let refused = {
+            let mut spent = self.spent();
+            let limits = self.limits;
+            let used = spent.usage.input_tokens + spent.usage.output_tokens;
+            if let Some(error) = &spent.exhausted {
+                Some(error.clone())
+            } else if limits.model_calls > 0 && spent.model_calls >= limits.model_calls {
+                Some(BudgetError::TurnModelCalls(limits.model_calls))
+            } else if limits.tokens > 0 && used + spent.reserved + prompt_tokens > limits.tokens {
+                Some(BudgetError::TurnTokens(limits.tokens))
+            } else {
+                spent.model_calls += 1;
+                spent.reserved += tokens;
+                None
+            }
+        };
+        if let Some(error) = refused {
+            return Err(self.refuse(error));
+        }
+        if let Some(ledger) = &self.ledger
+            && let Err(error) = ledger.reserve(tokens).await
+        {
+            self.spent().reserved -= tokens;
+            return Err(self.refuse(error));
+        }
+        Ok(Reservation { tokens })
+    }
+
+    /// Settles a model call: what it used replaces what it reserved.
+    pub async fn after_model_call(&self, reservation: Reservation, used: TokenUsage) {
+        {
+            let mut spent = self.spent();
+            spent.reserved -= reservation.tokens;
+            spent.usage.input_tokens += used.input_tokens;
+            spent.usage.output_tokens += used.output_tokens;
+        }
+        if let Some(ledger) = &self.ledger
+            && let Err(error) = ledger.settle(reservation.tokens, used).await
+        {
+            // The reservation stays counted against the day: failing closed.
+            tracing::error!(%error, "could not settle a model call's tokens");
+        }
+    }
+
+    /// Checks that `count` more tool calls fit, and counts them.
+    pub fn before_tool_calls(&self, count: usize) -> Result<(), BudgetError> {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        let limit = self.limits.tool_calls;
+        let refused = {
+            let mut spent = self.spent();
+            if let Some(error) = &spent.exhausted {
+                Some(error.clone())
+            } else if limit > 0 && spent.tool_calls.saturating_add(count) > limit {
+                Some(BudgetError::TurnToolCalls(limit))
+            } else {
+                spent.tool_calls += count;
+                None
+            }
+        };
+        refused.map_or(Ok(()), |error| Err(self.refuse(error)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: TurnLimits = TurnLimits {
+        tokens: 1_000,
+        model_calls: 3,
+        tool_calls: 4,
+        output_reserve: 100,
+    };
+
+    fn used(input: u64, output: u64) -> TokenUsage {
+        TokenUsage {
+            input_tokens: input,
+            output_tokens: output,
+        }
+    }
+
+    #[tokio::test]
+    async fn model_calls_are_counted_and_the_turn_stops_at_its_limit() {
+        let budget = TurnBudget::new(LIMITS, None);
+        for _ in 0..3 {
+            let r = budget.before_model_call(10).await.expect("within limits");
+            budget.after_model_call(r, used(10, 5)).await;
+        }
+        assert_eq!(
+            budget.before_model_call(10).await.unwrap_err(),
+            BudgetError::TurnModelCalls(3)
+        );
+        assert_eq!(budget.usage(), used(30, 15));
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_prompt_would_pass_the_turns_tokens_is_not_made() {
+        let budget = TurnBudget::new(LIMITS, None);
+        let r = budget.before_model_call(600).await.unwrap();
+        budget.after_model_call(r, used(600, 300)).await;
+        assert_eq!(
+            budget.before_model_call(200).await.unwrap_err(),
+            BudgetError::TurnTokens(1_000)
+        );
+    }
+
+    #[test]
+    fn a_steps_tool_calls_are_checked_together() {
+        let budget = TurnBudget::new(LIMITS, None);
+        budget.before_tool_calls(3).unwrap();
+        assert_eq!(
+            budget.before_tool_calls(2).unwrap_err(),
+            BudgetError::TurnToolCalls(4)
+        );
+        assert_eq!(
+            budget.before_tool_calls(1).unwrap_err(),
+            BudgetError::TurnToolCalls(4),
+            "once spent, the turn stays spent"
+        );
+        assert_eq!(budget.exhausted(), Some(BudgetError::TurnToolCalls(4)));
+    }
+
+    struct Refusing;
+    impl Ledger for Refusing {
+        fn reserve(&self, _: u64) -> BoxFuture<'_, Result<(), BudgetError>> {
+            Box::pin(async { Err(BudgetError::UserDaily(5)) })
+        }
+        fn settle(&self, _: u64, _: TokenUsage) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ledger_refusing_stops_the_call_and_releases_the_turns_reservation() {
+        let budget = TurnBudget::new(LIMITS, Some(Box::new(Refusing)));
+        assert_eq!(
+            budget.before_model_call(10).await.unwrap_err(),
+            BudgetError::UserDaily(5)
+        );
+        assert_eq!(budget.spent().reserved, 0);
+    }
+}
