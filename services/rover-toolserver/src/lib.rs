@@ -135,8 +135,7 @@ impl App {
         };
         let consumer = broker
             .serve_rpc(&topology.tools_queue(), options, move |delivery| {
-                let pipeline = pipeline.clone();
-                async move { pipeline.handle(delivery).await }
+                pipeline.handle(delivery)
             })
             .await
             .context("Failed to start consuming tool calls")?;

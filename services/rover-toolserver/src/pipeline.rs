@@ -12,6 +12,7 @@
 //! 8. reply with the envelope: `{"data":…,"scopeContext":"…"}` or `{"error":"…"}`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use opentelemetry::trace::TraceContextExt as _;
 use rover_authz::Authorizer;
@@ -21,7 +22,7 @@ use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::{AuditEntry, record};
 use rover_domain::{Actor, DomainError, TenantTx};
-use rover_messaging::{Delivery, Outcome};
+use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -132,36 +133,44 @@ impl Pipeline {
         }
     }
 
-    /// Handles one delivery from the tools queue: decode, execute, encode the reply.
-    pub(crate) async fn handle(&self, delivery: Delivery) -> Result<Vec<u8>, Outcome> {
+    /// Reads one delivery from the tools queue. `None` — reject it unread, to the dead-letter
+    /// queue — when the body does not decode and names no call; otherwise the work that
+    /// answers it (an undecodable body that names its call id gets an `invalid` reply at once,
+    /// so the caller fails fast instead of timing out).
+    pub(crate) fn handle(
+        self: &Arc<Self>,
+        delivery: Delivery,
+    ) -> Option<impl Future<Output = Vec<u8>> + Send + use<>> {
         let parent = rover_messaging::extract(&delivery.headers);
         let span_context = parent.span().span_context().clone();
         let trace_id = span_context
             .is_valid()
             .then(|| span_context.trace_id().to_string());
         let call = match wire::decode::<ToolCall>(&delivery.body) {
-            Ok(call) => call,
+            Ok(call) => Ok(call),
             Err(error) => {
                 tracing::warn!(%error, "undecodable tool call");
-                // Answer when we can name the call, so the caller fails fast instead of timing out.
                 let call_id = delivery
                     .correlation_id
                     .as_deref()
-                    .and_then(|id| rover_contracts::ids::ToolCallId::parse(id).ok());
-                return match call_id {
-                    Some(call_id) => Ok(wire::encode(&ToolReply {
-                        call_id,
-                        outcome: ToolOutcome::Invalid,
-                        result: AgentToolResult::error(format!(
-                            "The tool call could not be read: {error}"
-                        )),
-                    })),
-                    None => Err(Outcome::Reject),
-                };
+                    .and_then(|id| rover_contracts::ids::ToolCallId::parse(id).ok())?;
+                Err(ToolReply {
+                    call_id,
+                    outcome: ToolOutcome::Invalid,
+                    result: AgentToolResult::error(format!(
+                        "The tool call could not be read: {error}"
+                    )),
+                })
             }
         };
-        let reply = self.execute(call, trace_id.as_deref()).await;
-        Ok(wire::encode(&reply))
+        let pipeline = self.clone();
+        Some(async move {
+            let reply = match call {
+                Ok(call) => pipeline.execute(call, trace_id.as_deref()).await,
+                Err(reply) => reply,
+            };
+            wire::encode(&reply)
+        })
     }
 
     /// Counts every call in `metrics` (by event and outcome, with `execute()`'s latency).
