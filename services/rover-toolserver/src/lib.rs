@@ -74,7 +74,7 @@ impl App {
     /// the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
-        let pool = rover_domain::app_pool(&settings.database)
+        let pool = rover_domain::call_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) =
             rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
