@@ -128,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
                 let mut row = measured(Row::new("floor", label, c), &run, &latencies);
                 if kind == QueueKind::Quorum && c == 1 {
                     row = row.note(
-                        "informational: the kind of queue Rover's tools queue is; not a goal",
+                        "informational: the kind of queue the tools queue was (the turns queue is); not a goal",
                     );
                 } else if kind == QueueKind::Classic {
                     floors.push((c, latencies.ms(0.5), run.rate()));
