@@ -61,6 +61,17 @@ configure_rabbitmq() {
   rabbitmqctl -q eval "application:set_env(rabbit, consumer_timeout, ${ROVER_CONSUMER_TIMEOUT_MS})." >/dev/null
 }
 
+# The tools queue was a quorum queue before the RPC path moved to a classic one, and RabbitMQ refuses
+# to redeclare a queue with another type: a local broker that still has the old one (default vhost,
+# `make run`) drops it. Tool calls are transient and retried by their callers; nothing durable is lost.
+migrate_tools_queue() {
+  if rabbitmqctl -q list_queues name type 2>/dev/null | awk '$1 == "rover.tools" && $2 == "quorum" { found = 1 } END { exit !found }'; then
+    say "replacing the old quorum queue rover.tools (the RPC path is a classic queue now)"
+    rabbitmqctl -q delete_queue rover.tools >/dev/null
+  fi
+}
+
 ensure_rabbitmq
 configure_rabbitmq
+migrate_tools_queue
 ensure_postgres

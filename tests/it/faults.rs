@@ -58,6 +58,55 @@ async fn the_tool_server_dying_after_replying_before_its_ack_writes_once() {
     tool_server_dies_at("toolserver.after-reply").await;
 }
 
+/// A tool call that kills every tool server that runs it. The tools queue has no delivery limit
+/// (each request is settled before it runs, so a dead server loses its delivery rather than
+/// handing it on): the bound is the worker's attempts under the one call id. After the last
+/// attempt the tool fails, the turn ends, and nothing runs the call again.
+#[tokio::test]
+async fn a_tool_call_that_kills_every_tool_server_stops_after_the_callers_attempts() {
+    let stack = Stack::start_with(
+        &[],
+        &[
+            ("ROVER_FAULT_CRASH_AT", "toolserver.before-commit"),
+            ("ROVER_AMQP__RPC_ATTEMPT_TIMEOUT_MS", "1500"),
+            ("ROVER_AMQP__RPC_ATTEMPTS", "3"),
+        ],
+    )
+    .await;
+    let turn = stack.say(
+        ADMIN,
+        "chat-poison-tool",
+        "Create a department called Sciences",
+    );
+    // Kubernetes' part: every time the tool server dies, start it again — with the fault while
+    // the call has attempts left, then without it, so a fourth run would write.
+    let crashes = async {
+        let mut crashes = 0;
+        while crashes < 3 {
+            let status = stack.exited(Service::Toolserver).await;
+            assert!(!status.success(), "the tool server aborted");
+            crashes += 1;
+            let keep_fault: &[&str] = if crashes < 3 {
+                &[]
+            } else {
+                &["ROVER_FAULT_CRASH_AT"]
+            };
+            stack.restart(Service::Toolserver, keep_fault, &[]);
+        }
+        crashes
+    };
+    let (turn, crashes) = tokio::join!(turn, crashes);
+    assert_eq!(crashes, 3, "one crash per attempt");
+    assert!(
+        turn.finish_reason().is_some(),
+        "the turn ended visibly: {:#?}",
+        turn.chunks
+    );
+    assert_eq!(turn.tools(), ["create_department"], "{:#?}", turn.chunks);
+    assert_eq!(sciences(&stack).await, 0, "no delivery ran the call again");
+    check(&stack, &turn, 0).await;
+}
+
 #[tokio::test]
 async fn a_worker_killed_mid_turn_is_resumed_by_another_without_repeating_a_call() {
     // A slow model keeps the turn running after its write.

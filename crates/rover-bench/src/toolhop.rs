@@ -36,8 +36,28 @@ pub(crate) struct ToolHop {
     broker: Broker,
     rpc: RpcClient,
     exchange: Arc<str>,
-    reader: SignedTurnIdentity,
-    writer: SignedTurnIdentity,
+    reader: Turn,
+    writer: Turn,
+}
+
+/// A turn's signed identity, and its id for the call ids sent under it.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    id: TurnId,
+    identity: SignedTurnIdentity,
+}
+
+impl Turn {
+    fn of(
+        world: &World,
+        context: &rover_contracts::context::RuntimeContext,
+    ) -> anyhow::Result<Self> {
+        let id = TurnId::new();
+        Ok(Turn {
+            id,
+            identity: world.mint(context, id)?,
+        })
+    }
 }
 
 impl ToolHop {
@@ -59,8 +79,8 @@ impl ToolHop {
             broker,
             rpc,
             exchange: Topology::default().tools_exchange().into(),
-            reader: world.mint(&world.context(READER).await?)?,
-            writer: world.mint(&world.context(WRITER).await?)?,
+            reader: Turn::of(world, &world.context(READER).await?)?,
+            writer: Turn::of(world, &world.context(WRITER).await?)?,
         })
     }
 
@@ -105,17 +125,17 @@ impl ToolHop {
 
 /// The size of the tool-call frame Rover sends for the read tool (what the floor pads to).
 pub(crate) async fn read_frame_len(world: &World) -> anyhow::Result<usize> {
-    let identity = world.mint(&world.context(READER).await?)?;
-    Ok(wire::encode(&call(&identity, READ_EVENT, json!({}))).len())
+    let turn = Turn::of(world, &world.context(READER).await?)?;
+    Ok(wire::encode(&call(&turn, READ_EVENT, json!({}))).len())
 }
 
 /// A tool call shaped as the worker sends it: call id `<turn>/<model's call id>`.
-fn call(identity: &SignedTurnIdentity, event: &str, args: Value) -> ToolCall {
+fn call(turn: &Turn, event: &str, args: Value) -> ToolCall {
     let model_id = format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]);
     ToolCall {
-        call_id: ToolCallId::for_turn(TurnId::new(), &model_id),
+        call_id: ToolCallId::for_turn(turn.id, &model_id),
         event: event.to_owned(),
-        identity: identity.clone(),
+        identity: turn.identity.clone(),
         args,
     }
 }

@@ -58,9 +58,13 @@ impl World {
     }
 
     /// A turn identity for `context`, signed with this run's key, valid for 15 minutes.
-    pub(crate) fn mint(&self, context: &RuntimeContext) -> anyhow::Result<SignedTurnIdentity> {
+    pub(crate) fn mint(
+        &self,
+        context: &RuntimeContext,
+        turn_id: TurnId,
+    ) -> anyhow::Result<SignedTurnIdentity> {
         let grant = TurnGrant {
-            turn_id: TurnId::new(),
+            turn_id,
             thread_id: ThreadId::new(),
             identity: context.identity(),
             scope: context.call_scope(),

@@ -260,3 +260,79 @@ impl VerifiedTurnIdentity {
         DateTime::from_timestamp(self.claims.exp, 0).unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
 }
+
+/// A [`TurnVerifier`] that remembers what it verified, keyed by the token's **exact bytes**, until
+/// the identity expires — so the many tool calls of one turn pay for one Ed25519 verification.
+///
+/// A token that differs in any byte (a tampered one) is a different key and is verified afresh;
+/// an entry is never served at or after its `exp`; at most `capacity` entries are kept (when full,
+/// expired entries are dropped, and if none had expired, everything is). Cheap to share.
+pub struct CachingVerifier {
+    verifier: TurnVerifier,
+    capacity: usize,
+    cache: std::sync::Mutex<std::collections::HashMap<String, VerifiedTurnIdentity>>,
+}
+
+impl std::fmt::Debug for CachingVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachingVerifier")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CachingVerifier {
+    /// Caches up to `capacity` verified identities from `verifier`.
+    pub fn new(verifier: TurnVerifier, capacity: usize) -> Self {
+        Self {
+            verifier,
+            capacity: capacity.max(1),
+            cache: std::sync::Mutex::default(),
+        }
+    }
+
+    /// [`TurnVerifier::verify`], answered from the cache when these exact bytes were verified
+    /// before and have not expired.
+    pub fn verify(
+        &self,
+        token: &SignedTurnIdentity,
+    ) -> Result<VerifiedTurnIdentity, IdentityError> {
+        self.verify_at(token, Utc::now())
+    }
+
+    /// [`CachingVerifier::verify`] as of `now` (the cache's clock; the signature check itself
+    /// uses the system clock).
+    pub fn verify_at(
+        &self,
+        token: &SignedTurnIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<VerifiedTurnIdentity, IdentityError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(verified) = cache.get(token.as_str()) {
+            if now < verified.expires_at() {
+                return Ok(verified.clone());
+            }
+            cache.remove(token.as_str());
+            return Err(IdentityError::Expired);
+        }
+        drop(cache);
+        let verified = self.verifier.verify(token)?;
+        if now >= verified.expires_at() {
+            return Err(IdentityError::Expired);
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= self.capacity {
+            cache.retain(|_, cached| now < cached.expires_at());
+            if cache.len() >= self.capacity {
+                cache.clear();
+            }
+        }
+        cache.insert(token.as_str().to_owned(), verified.clone());
+        Ok(verified)
+    }
+
+    /// How many identities are cached.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}

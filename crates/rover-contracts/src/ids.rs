@@ -121,6 +121,14 @@ impl ToolCallId {
         Self(format!("{turn}/{model_call_id}"))
     }
 
+    /// Whether this id was scoped to `turn` by [`ToolCallId::for_turn`] (`<turn>/…`): the tool
+    /// server runs a call only under the turn identity of the turn its id names.
+    pub fn belongs_to(&self, turn: TurnId) -> bool {
+        self.0
+            .strip_prefix(&turn.to_string())
+            .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
+    }
+
     /// Accepts an id received on the wire, refusing empty or oversized ones.
     pub fn parse(input: &str) -> Result<Self, InvalidId> {
         if input.is_empty() || input.len() > Self::MAX_LEN || input.chars().any(char::is_control) {

@@ -75,20 +75,24 @@ pub async fn create_department(
     let campus = campus_of(tx, scope)?;
     let name = clean_text(&args.name, "department name", MAX_NAME)?;
     let school = tx.school_uuid();
-    let id: Option<Uuid> = sqlx::query_scalar(
-        "INSERT INTO departments (school_id, campus_id, name) VALUES ($1, $2, $3) \
+    // One round trip: the insert and the row as the caller sees it (with its campus's name).
+    let row: Option<DepartmentRow> = sqlx::query_as(
+        "WITH d AS (INSERT INTO departments (school_id, campus_id, name) VALUES ($1, $2, $3) \
          ON CONFLICT (school_id, coalesce(campus_id, '00000000-0000-0000-0000-000000000000'::uuid), lower(name)) \
-         DO NOTHING RETURNING id",
+         DO NOTHING RETURNING school_id, id, name, campus_id) \
+         SELECT d.id, d.name, d.campus_id, c.name AS campus_name \
+         FROM d LEFT JOIN campuses c ON c.school_id = d.school_id AND c.id = d.campus_id",
     )
     .bind(school)
     .bind(campus)
     .bind(&name)
     .fetch_optional(tx.connection())
     .await?;
-    let Some(id) = id else {
+    let Some(row) = row else {
         return Err(duplicate(&name, scope));
     };
-    let department = department(tx, id).await?;
+    let id = row.id;
+    let department = Department::from(row);
     Ok(Written {
         change: AuditChange {
             subject_id: id.to_string(),
@@ -160,14 +164,6 @@ pub async fn rename_department(
             previous_name: before.name,
         },
     })
-}
-
-async fn department(tx: &mut TenantTx, id: Uuid) -> Result<Department, DomainError> {
-    let row: DepartmentRow = sqlx::query_as(&format!("{SELECT_DEPARTMENT} WHERE d.id = $1"))
-        .bind(id)
-        .fetch_one(tx.connection())
-        .await?;
-    Ok(row.into())
 }
 
 fn duplicate(name: &str, scope: &CallScope) -> DomainError {

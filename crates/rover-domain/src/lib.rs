@@ -3,7 +3,8 @@
 //! - [`provision`]: the database, its owner role and the application role; [`MIGRATOR`] embeds the
 //!   schema (`migrations/`), where every tenant table has row-level security enabled and forced;
 //! - [`seed`]: the demo schools every doc, demo and test relies on;
-//! - [`begin_tenant`] and [`TenantTx`]: a transaction pinned to one school;
+//! - [`begin_tenant`] and [`TenantTx`]: a transaction pinned to one school; [`call`]: a tool
+//!   call's transaction, opened with everything it reads first in one round trip;
 //! - one function per use case, the same ones the tool server and the REST API call:
 //!   [`list_departments`], [`create_department`], [`rename_department`], [`list_classes`],
 //!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
@@ -32,6 +33,7 @@ pub mod actor;
 mod attendance;
 pub mod audit;
 pub mod calendar;
+pub mod call;
 mod classes;
 pub mod context;
 pub mod conversation;
@@ -64,6 +66,19 @@ pub use staff::list_staff;
 pub use students::{enrollment_summary, find_students};
 pub use teaching::{assign_subject_teacher, list_my_classes, list_teaching_assignments};
 pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};
+
+/// The pool of a service whose every database use starts with [`call::begin_call`] (the tool
+/// server): like [`app_pool`], but without sqlx's ping before each acquire — a round trip per call
+/// — because `begin_call` is the connection's first use and replaces a dead one itself.
+pub fn call_pool(settings: &rover_settings::DatabaseSettings) -> Result<sqlx::PgPool, sqlx::Error> {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(std::time::Duration::from_millis(
+            settings.acquire_timeout_ms,
+        ))
+        .test_before_acquire(false)
+        .connect_lazy(settings.url.expose())
+}
 
 /// The application pool a service uses: connected as the application role, lazily (a service
 /// starts while the database is still coming up; readiness reports it), with bounded waits.

@@ -9,20 +9,26 @@ use uuid::Uuid;
 use crate::{DomainError, TenantTx};
 
 /// `(is a policy, role, action, subject, user)`: a policy row or a role assignment.
-type AuthzRow = (bool, String, Option<String>, Option<String>, Option<Uuid>);
+pub(crate) type AuthzRow = (bool, String, Option<String>, Option<String>, Option<Uuid>);
 
 /// The current school's policy rows and role assignments, in a stable order.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn load(tx: &mut TenantTx) -> Result<(Vec<PolicyRow>, Vec<RoleAssignment>), DomainError> {
     // One round trip for both tables: this runs on every policy-gated tool call.
-    let rows: Vec<AuthzRow> = sqlx::query_as(
-        "SELECT true, role, action, subject, NULL::uuid FROM authz_policies \
-         UNION ALL \
-         SELECT false, role, NULL, NULL, user_id FROM role_assignments \
-         ORDER BY 1 DESC, 5, 2, 3, 4",
-    )
-    .fetch_all(tx.connection())
-    .await?;
+    let rows: Vec<AuthzRow> = sqlx::query_as(LOAD_SQL).fetch_all(tx.connection()).await?;
+    from_rows(rows)
+}
+
+/// The query [`load`] runs; its columns are named so that other statements can carry it.
+pub(crate) const LOAD_SQL: &str = "SELECT true AS is_policy, role, action, subject, NULL::uuid AS user_id FROM authz_policies \
+     UNION ALL \
+     SELECT false, role, NULL, NULL, user_id FROM role_assignments \
+     ORDER BY 1 DESC, 5, 2, 3, 4";
+
+/// Splits the rows of [`LOAD_SQL`] into policy rows and role assignments.
+pub(crate) fn from_rows(
+    rows: Vec<AuthzRow>,
+) -> Result<(Vec<PolicyRow>, Vec<RoleAssignment>), DomainError> {
     let mut policies = Vec::new();
     let mut assignments = Vec::new();
     for (is_policy, role, action, subject, user_id) in rows {

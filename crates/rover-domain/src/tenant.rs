@@ -5,48 +5,97 @@ use std::fmt;
 
 use rover_contracts::context::{CallScope, Identity};
 use rover_contracts::ids::{SchoolId, UserId};
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgPool, Postgres, Row as _};
 use uuid::Uuid;
 
 use crate::DomainError;
 
 /// A database transaction pinned to one school.
 ///
-/// *Architecture Invariant*: every domain function takes a `&mut TenantTx`, and the only way to get
-/// one is [`begin_tenant`], which sets `app.school_id` for the transaction before anything else runs.
-/// Row-level security keys on that setting, so a domain query cannot see or write another school's
-/// rows even if its SQL forgets to filter.
+/// *Architecture Invariant*: every domain function takes a `&mut TenantTx`, and the only ways to get
+/// one are [`begin_tenant`] and [`begin_call`](crate::call::begin_call), which set `app.school_id`
+/// for the transaction in the very round trip that opens it, before anything else runs. Row-level
+/// security keys on that setting, so a domain query cannot see or write another school's rows even
+/// if its SQL forgets to filter.
+///
+/// The transaction is opened with a plain `BEGIN` in the same simple-protocol query as the tenant
+/// set-up (one round trip where sqlx's `Transaction` would take two), so this type ends it itself:
+/// [`TenantTx::commit`], [`TenantTx::rollback`], or — dropped unfinished — a `ROLLBACK` sent in
+/// the background before the connection goes back to the pool (or the connection is closed, if
+/// that fails or there is no runtime). A pooled connection is never handed on mid-transaction.
 pub struct TenantTx {
-    tx: Transaction<'static, Postgres>,
+    /// `None` only once the transaction has ended.
+    conn: Option<PoolConnection<Postgres>>,
     school_id: SchoolId,
 }
 
+/// The statement that opens a tenant transaction: `BEGIN`, the school, and whether the role could
+/// bypass row-level security. `school_id` is a parsed UUID, so formatting it into SQL is safe.
+pub(crate) fn begin_sql(school_id: SchoolId) -> String {
+    format!(
+        "BEGIN; SELECT set_config('app.school_id', '{}', true)",
+        school_id.as_uuid()
+    )
+}
+
+/// The column expression saying whether the current role bypasses row-level security.
+pub(crate) const BYPASSES_RLS: &str =
+    "(SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)";
+
+/// The refusal when the pool's role is not bound by row-level security.
+pub(crate) fn bypass_refused() -> DomainError {
+    DomainError::Database(sqlx::Error::Configuration(
+        "tenant transactions need a database role that row-level security applies to \
+         (not a superuser, not BYPASSRLS, not the schema owner)"
+            .into(),
+    ))
+}
+
 /// Begins a transaction on `pool` and pins it to `school_id` (`set_config('app.school_id', …, true)`,
-/// which lasts until the transaction ends).
+/// which lasts until the transaction ends), in one round trip.
 ///
 /// Fails closed if the pool connects as a role that row-level security does not bind (a superuser
 /// or a `BYPASSRLS` role such as the migration owner): the tenant frame would be decoration there.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
 pub async fn begin_tenant(pool: &PgPool, school_id: SchoolId) -> Result<TenantTx, DomainError> {
-    let mut tx = pool.begin().await?;
-    let (_, bypasses_rls): (String, bool) = sqlx::query_as(
-        "SELECT set_config('app.school_id', $1, true), \
-                (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user)",
-    )
-    .bind(school_id.to_string())
-    .fetch_one(&mut *tx)
-    .await?;
+    let sql = format!(
+        "{}; SELECT {BYPASSES_RLS} AS bypasses_rls",
+        begin_sql(school_id)
+    );
+    let (tx, rows) = TenantTx::open(pool, school_id, sql).await?;
+    let bypasses_rls = rows
+        .last()
+        .map(|row| row.try_get::<bool, _>("bypasses_rls"))
+        .transpose()?
+        .unwrap_or(true);
     if bypasses_rls {
-        return Err(DomainError::Database(sqlx::Error::Configuration(
-            "tenant transactions need a database role that row-level security applies to \
-             (not a superuser, not BYPASSRLS, not the schema owner)"
-                .into(),
-        )));
+        return Err(bypass_refused());
     }
-    Ok(TenantTx { tx, school_id })
+    Ok(tx)
 }
 
 impl TenantTx {
+    /// Acquires a connection and runs `sql` (which must start the transaction and set the school)
+    /// as one simple-protocol query, returning every row it produced.
+    pub(crate) async fn open(
+        pool: &PgPool,
+        school_id: SchoolId,
+        sql: String,
+    ) -> Result<(TenantTx, Vec<PgRow>), DomainError> {
+        let mut conn = pool.acquire().await?;
+        let mut tx = TenantTx {
+            conn: None,
+            school_id,
+        };
+        // If this fails half-way the connection may be inside the transaction: `tx` owning it
+        // from here on means dropping it rolls back.
+        let rows = fetch_simple(&mut conn, &sql).await;
+        tx.conn = Some(conn);
+        Ok((tx, rows?))
+    }
+
     /// The school this transaction is pinned to.
     pub fn school_id(&self) -> SchoolId {
         self.school_id
@@ -55,22 +104,74 @@ impl TenantTx {
     /// The underlying connection, for store code outside this crate and for tests. Row-level
     /// security still applies to whatever runs on it.
     pub fn connection(&mut self) -> &mut PgConnection {
-        &mut self.tx
+        self.conn
+            .as_deref_mut()
+            .expect("a TenantTx holds its connection until it ends")
     }
 
     /// Commits the transaction.
     #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
-    pub async fn commit(self) -> Result<(), DomainError> {
-        Ok(self.tx.commit().await?)
+    pub async fn commit(mut self) -> Result<(), DomainError> {
+        self.end("COMMIT").await
     }
 
     /// Rolls the transaction back (dropping it does the same, without waiting).
-    pub async fn rollback(self) -> Result<(), DomainError> {
-        Ok(self.tx.rollback().await?)
+    pub async fn rollback(mut self) -> Result<(), DomainError> {
+        self.end("ROLLBACK").await
+    }
+
+    async fn end(&mut self, statement: &'static str) -> Result<(), DomainError> {
+        let Some(mut conn) = self.conn.take() else {
+            return Ok(());
+        };
+        if let Err(error) = run_simple(&mut conn, statement).await {
+            // Whatever state it is in, it must not serve anyone else.
+            conn.close_on_drop();
+            return Err(error.into());
+        }
+        Ok(())
     }
 
     pub(crate) fn school_uuid(&self) -> Uuid {
         self.school_id.as_uuid()
+    }
+}
+
+/// Runs one statement with the simple protocol (a named function, so the future is `Send` for
+/// every lifetime when spawned).
+fn run_simple<'c>(
+    conn: &'c mut PgConnection,
+    statement: &'static str,
+) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c {
+    use sqlx::Executor as _;
+    async move { conn.execute(statement).await.map(|_| ()) }
+}
+
+/// Runs `sql` (several statements) with the simple protocol and returns every row.
+fn fetch_simple<'c>(
+    conn: &'c mut PgConnection,
+    sql: &'c str,
+) -> impl Future<Output = Result<Vec<PgRow>, sqlx::Error>> + Send + 'c {
+    use sqlx::Executor as _;
+    async move { conn.fetch_all(sql).await }
+}
+
+impl Drop for TenantTx {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if run_simple(&mut conn, "ROLLBACK").await.is_err() {
+                        conn.close_on_drop();
+                    }
+                });
+            }
+            // No runtime to roll back on: close the connection, which ends the transaction.
+            Err(_) => drop(conn.detach()),
+        }
     }
 }
 

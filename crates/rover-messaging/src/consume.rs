@@ -14,7 +14,7 @@ use lapin::{
     types::FieldTable,
 };
 use tokio::{
-    sync::{oneshot, watch},
+    sync::{Semaphore, oneshot, watch},
     task::JoinSet,
 };
 use tracing::Instrument;
@@ -162,8 +162,25 @@ impl fmt::Display for Source {
     }
 }
 
-/// A type-erased handler.
-pub(crate) type Handler = Arc<dyn Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync>;
+/// A type-erased handler, and when it settles its message.
+#[derive(Clone)]
+pub(crate) enum Handler {
+    /// Runs the work, then settles the message with the outcome it returns (at least once:
+    /// a consumer that dies mid-work leaves the message to be redelivered).
+    SettleAfter(Arc<dyn Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync>),
+    /// Screens the message synchronously — `None` rejects it without requeue, unrun — then
+    /// acks it and only then runs the work (at most once per delivery: a consumer that dies
+    /// mid-work loses the delivery, and whoever sent it must ask again).
+    SettleBefore(Arc<dyn Fn(Delivery) -> Option<BoxFuture<'static, ()>> + Send + Sync>),
+}
+
+impl Handler {
+    fn after(
+        handler: impl Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync + 'static,
+    ) -> Self {
+        Self::SettleAfter(Arc::new(handler))
+    }
+}
 
 impl Broker {
     /// Consumes `queue`, running `handler` for each message (up to `prefetch` at once) and
@@ -183,7 +200,7 @@ impl Broker {
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
-        let handler: Handler = Arc::new(move |delivery| handler(delivery).boxed());
+        let handler = Handler::after(move |delivery| handler(delivery).boxed());
         start(self, Source::Queue(queue.to_owned()), options, handler).await
     }
 
@@ -245,7 +262,7 @@ impl Broker {
             exchange: exchange.to_owned(),
             binding_keys: binding_keys.iter().map(|k| (*k).to_owned()).collect(),
         };
-        let handler: Handler = Arc::new(move |delivery| handler(delivery).boxed());
+        let handler = Handler::after(move |delivery| handler(delivery).boxed());
         start(self, source, options, handler).await
     }
 }
@@ -307,6 +324,10 @@ async fn run(
 ) {
     let mut ready = Some(ready);
     let mut in_flight = JoinSet::new();
+    // Settled-before-running work is no longer counted by the broker's prefetch window, so the
+    // consumer bounds it itself: at most `prefetch` handlers run, and at most `prefetch` more
+    // deliveries wait (unacked, so the broker holds back the rest).
+    let running = Arc::new(Semaphore::new(usize::from(options.prefetch.max(1))));
     let mut backoff = broker.options().reconnect_backoff_min;
     loop {
         let subscribed = tokio::select! {
@@ -359,7 +380,7 @@ async fn run(
                 Some(joined) = in_flight.join_next() => report(joined),
                 next = consumer.next() => match next {
                     Some(Ok(delivery)) => {
-                        in_flight.spawn(process(delivery, queue.clone(), handler.clone()));
+                        in_flight.spawn(process(delivery, queue.clone(), handler.clone(), running.clone()));
                     }
                     Some(Err(error)) => {
                         tracing::warn!(%error, queue, "consumer channel lost; subscribing again");
@@ -408,8 +429,14 @@ async fn subscribe(
 }
 
 /// Runs the handler for one delivery inside a span parented by the publisher's trace
-/// context, then settles the message.
-async fn process(delivery: lapin::message::Delivery, queue: String, handler: Handler) {
+/// context, and settles the message after it ([`Handler::SettleAfter`]) or before it
+/// ([`Handler::SettleBefore`]).
+async fn process(
+    delivery: lapin::message::Delivery,
+    queue: String,
+    handler: Handler,
+    running: Arc<Semaphore>,
+) {
     let message = Delivery::from_lapin(&delivery);
     let span = tracing::info_span!(
         "rover.messaging.consume",
@@ -424,6 +451,16 @@ async fn process(delivery: lapin::message::Delivery, queue: String, handler: Han
     );
     // Fails only when no OpenTelemetry layer is installed, and then there is nothing to link.
     let _ = span.set_parent(extract(&message.headers));
+    let handler = match handler {
+        Handler::SettleAfter(handler) => handler,
+        Handler::SettleBefore(handler) => {
+            // Closed only if the consumer task is gone, and then nothing else runs either.
+            let Ok(_permit) = running.acquire_owned().await else {
+                return;
+            };
+            return settle_then_run(&delivery.acker, message, queue, &handler, span).await;
+        }
+    };
     // The handler is called inside the span too: a closure may do work before its future.
     let handled = std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| handler(message))));
     let outcome = match handled {
@@ -445,6 +482,47 @@ async fn process(delivery: lapin::message::Delivery, queue: String, handler: Han
             .inc();
     }
     settle(&delivery.acker, outcome).instrument(span).await;
+}
+
+/// Screens the message, settles it (reject if the screen refuses it, ack otherwise), then runs
+/// the work. A panic in the work is logged; the message is settled already, so it cannot loop.
+async fn settle_then_run(
+    acker: &Acker,
+    message: Delivery,
+    queue: String,
+    handler: &Arc<dyn Fn(Delivery) -> Option<BoxFuture<'static, ()>> + Send + Sync>,
+    span: tracing::Span,
+) {
+    let screened =
+        std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| handler(message))))
+            .unwrap_or_else(|_| {
+                tracing::error!(parent: &span, "message screen panicked; rejecting the message");
+                None
+            });
+    let Some(work) = screened else {
+        span.record(
+            "messaging.rabbitmq.outcome",
+            tracing::field::debug(Outcome::Reject),
+        );
+        rover_telemetry::metrics::dead_lettered()
+            .get_or_create(&rover_telemetry::metrics::QueueLabels { queue })
+            .inc();
+        settle(acker, Outcome::Reject).instrument(span).await;
+        return;
+    };
+    span.record(
+        "messaging.rabbitmq.outcome",
+        tracing::field::debug(Outcome::Ack),
+    );
+    settle(acker, Outcome::Ack).instrument(span.clone()).await;
+    if AssertUnwindSafe(work)
+        .catch_unwind()
+        .instrument(span.clone())
+        .await
+        .is_err()
+    {
+        tracing::error!(parent: &span, "message handler panicked after the message was settled");
+    }
 }
 
 async fn settle(acker: &Acker, outcome: Outcome) {

@@ -1,12 +1,13 @@
 //! Rover's RabbitMQ layer, and the only crate that touches `lapin`.
 //!
-//! - [`Topology`] names and declares the exchanges and queues (quorum work queues with a
-//!   delivery limit and dead-lettering).
+//! - [`Topology`] names and declares the exchanges and queues (a quorum turns queue with a
+//!   delivery limit, a classic tools queue for RPC, dead-lettering for both).
 //! - [`Broker`] owns the connection and keeps it alive.
 //! - [`Publisher`] publishes with confirms and `mandatory`, so unroutable or nacked messages
 //!   are errors.
 //! - [`RpcClient`] and [`Broker::serve_rpc`] do request/reply over Direct Reply-to, with a
-//!   deadline per attempt and retries under the same call id.
+//!   deadline per attempt and retries under the same call id; the server settles each request
+//!   before running it, so the caller's attempts are the only redelivery.
 //! - [`Broker::consume`] runs handlers concurrently up to the prefetch and settles each
 //!   message with the handler's [`Outcome`]; [`Broker::consume_decoded`] rejects what does
 //!   not decode; [`Broker::subscribe`] consumes a per-connection fan-out queue;

@@ -1,5 +1,5 @@
-//! Confirmed, mandatory publishing: `OutgoingMessage`, `Publisher`, and the send-and-confirm
-//! step the RPC client shares.
+//! Confirmed, mandatory publishing: `OutgoingMessage`, `Publisher`, and the publish and confirm
+//! steps the RPC client shares.
 
 use std::sync::Arc;
 
@@ -97,7 +97,7 @@ pub(crate) struct Prepared {
     routing_key: ShortString,
     properties: BasicProperties,
     body: Vec<u8>,
-    mandatory: bool,
+    pub(crate) mandatory: bool,
 }
 
 impl Prepared {
@@ -155,8 +155,9 @@ impl From<lapin::Error> for SendError {
     }
 }
 
-/// Starts publishing `message` (mandatory) on `channel`, which must be in confirm mode.
-async fn start(
+/// Starts publishing `message` on `channel` (mandatory unless the message says otherwise); on a
+/// channel in confirm mode the returned confirm carries the broker's verdict.
+pub(crate) async fn start(
     channel: &Channel,
     exchange: &ShortString,
     message: &Prepared,
@@ -177,7 +178,7 @@ async fn start(
 }
 
 /// Waits for the broker's verdict on one message.
-async fn confirmed(
+pub(crate) async fn confirmed(
     exchange: &ShortString,
     message: &Prepared,
     confirm: PublisherConfirm,
@@ -200,16 +201,6 @@ async fn confirmed(
             }))
         }
     }
-}
-
-/// Publishes one message on `channel` and waits for its confirm.
-pub(crate) async fn send(
-    channel: &Channel,
-    exchange: &ShortString,
-    message: &Prepared,
-) -> Result<(), SendError> {
-    let confirm = start(channel, exchange, message).await?;
-    confirmed(exchange, message, confirm).await
 }
 
 /// Opens a channel in confirm mode.
@@ -293,21 +284,6 @@ impl Publisher {
             .collect::<Result<Vec<_>, _>>()?;
         tracing::Span::current().record("messaging.batch.message_count", prepared.len());
         self.send_all(exchange, prepared).await
-    }
-
-    /// Publishes an RPC reply to a Direct Reply-to address and waits for the confirm.
-    ///
-    /// Not mandatory: RabbitMQ 3.10 answers a mandatory publish to a reply-to address with
-    /// `basic.return` (NO_ROUTE) even when it delivers the reply, and a reply to a caller
-    /// that is gone is dropped either way (the caller retries).
-    pub(crate) async fn publish_reply(
-        &self,
-        reply_to: &str,
-        reply: OutgoingMessage,
-    ) -> Result<(), PublishError> {
-        let mut prepared = Prepared::new(reply_to, reply)?;
-        prepared.mandatory = false;
-        self.send_all("", vec![prepared]).await
     }
 
     async fn send_all(&self, exchange: &str, messages: Vec<Prepared>) -> Result<(), PublishError> {

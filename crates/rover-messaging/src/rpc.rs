@@ -18,10 +18,10 @@ use lapin::{
 use tokio::{sync::oneshot, time::Instant};
 
 use crate::{
-    Broker, ConsumerHandle, ConsumerOptions, Delivery, MessagingError, Outcome, OutgoingMessage,
+    Broker, ConsumerHandle, ConsumerOptions, Delivery, MessagingError, OutgoingMessage,
     PublishError, RpcError,
     consume::{Handler, Source, start},
-    publish::{Prepared, SendError, open_confirm_channel, send},
+    publish::{Prepared, SendError, confirmed, open_confirm_channel, start as start_publish},
     short,
 };
 
@@ -126,15 +126,21 @@ impl Broker {
         }
     }
 
-    /// Serves RPC requests from `queue`: `handler` turns a request into reply bytes, which are
-    /// published to the request's `reply_to` through the default exchange with its
-    /// correlation id; then the request is acked.
+    /// Serves RPC requests from `queue`, **settling each request before running it**.
     ///
-    /// `Err(outcome)` from the handler settles the request with that outcome and sends no
-    /// reply (for example [`Outcome::Retry`] when a dependency is down). A request without
-    /// `reply_to` is rejected. A reply to a caller that is gone is dropped by the broker and
-    /// the request still acked (the caller's retry asks again); a reply that cannot be
-    /// published at all requeues the request.
+    /// `handler` first screens a request synchronously: `None` rejects it without requeue (to
+    /// the queue's dead-letter exchange, counted in `rover_messages_dead_lettered_total`),
+    /// unrun — use it for what can never be answered, such as a body that does not decode and
+    /// names no call. `Some(work)` acks the request, then runs `work`; the reply bytes it
+    /// returns are published to the request's `reply_to` through the default exchange with its
+    /// correlation id, without waiting for a publisher confirm. A request without `reply_to` is
+    /// rejected unrun.
+    ///
+    /// So a request is delivered to a handler at most once: a server that dies mid-work loses
+    /// it, and no request can kill server after server. The caller's deadline and bounded
+    /// retries under the same call id ([`RpcClient::call`]) make each *call* at least once, and
+    /// the handler must make a repeated call id harmless (the tool server's inbox). At most
+    /// `prefetch` handlers run at once.
     pub async fn serve_rpc<F, Fut>(
         &self,
         queue: &str,
@@ -142,43 +148,81 @@ impl Broker {
         handler: F,
     ) -> Result<ConsumerHandle, MessagingError>
     where
-        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Vec<u8>, Outcome>> + Send + 'static,
+        F: Fn(Delivery) -> Option<Fut> + Send + Sync + 'static,
+        Fut: Future<Output = Vec<u8>> + Send + 'static,
     {
-        let handler = Arc::new(handler);
-        let publisher = self.publisher();
-        let serve: Handler = Arc::new(move |request: Delivery| {
-            let handler = handler.clone();
-            let publisher = publisher.clone();
-            async move {
-                let Some(reply_to) = request.reply_to.clone() else {
-                    tracing::warn!(
-                        message_id = request.message_id.as_deref(),
-                        "rejecting an RPC request without reply_to"
-                    );
-                    return Outcome::Reject;
-                };
-                let correlation_id = request.correlation_id.clone();
-                let body = match handler(request).await {
-                    Ok(body) => body,
-                    Err(outcome) => return outcome,
-                };
-                let mut reply = OutgoingMessage::new(body).transient();
-                reply.correlation_id = correlation_id;
-                match publisher.publish_reply(&reply_to, reply).await {
-                    Ok(()) => {
-                        rover_settings::fault::point("toolserver.after-reply");
-                        Outcome::Ack
+        let replies = ReplySender {
+            broker: self.clone(),
+            channel: Arc::default(),
+        };
+        let serve = Handler::SettleBefore(Arc::new(move |request: Delivery| {
+            let Some(reply_to) = request.reply_to.clone() else {
+                tracing::warn!(
+                    message_id = request.message_id.as_deref(),
+                    "rejecting an RPC request without reply_to"
+                );
+                return None;
+            };
+            let correlation_id = request.correlation_id.clone();
+            let work = handler(request)?;
+            let replies = replies.clone();
+            Some(
+                async move {
+                    let body = work.await;
+                    let mut reply = OutgoingMessage::new(body).transient();
+                    reply.correlation_id = correlation_id;
+                    if let Err(error) = replies.send(&reply_to, reply).await {
+                        // The caller's attempt times out and it asks again.
+                        tracing::warn!(%error, "could not publish the reply");
+                        return;
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, "could not publish the reply; requeueing the request");
-                        Outcome::Retry
-                    }
+                    rover_settings::fault::point("toolserver.after-reply");
+                }
+                .boxed(),
+            )
+        }));
+        start(self, Source::Queue(queue.to_owned()), options, serve).await
+    }
+}
+
+/// Publishes RPC replies on a channel without publisher confirms: the caller receiving the
+/// reply is the only confirmation that matters, and a reply that is lost is asked for again.
+#[derive(Clone, Debug)]
+struct ReplySender {
+    broker: Broker,
+    channel: Arc<tokio::sync::Mutex<Option<Channel>>>,
+}
+
+impl ReplySender {
+    async fn send(&self, reply_to: &str, reply: OutgoingMessage) -> Result<(), PublishError> {
+        let mut prepared = Prepared::new(reply_to, reply)?;
+        // Not mandatory: RabbitMQ 3.10 answers a mandatory publish to a reply-to address with
+        // `basic.return` (NO_ROUTE) even when it delivers the reply, and a reply to a caller
+        // that is gone is dropped either way (the caller retries).
+        prepared.mandatory = false;
+        let channel = {
+            let mut slot = self.channel.lock().await;
+            match slot.as_ref().filter(|c| c.status().connected()) {
+                Some(channel) => channel.clone(),
+                None => {
+                    let (_, channel) = self.broker.open_channel().await?;
+                    *slot = Some(channel.clone());
+                    channel
                 }
             }
-            .boxed()
-        });
-        start(self, Source::Queue(queue.to_owned()), options, serve).await
+        };
+        // On a channel without confirms, the returned "confirm" is settled already.
+        drop(
+            start_publish(&channel, &ShortString::from(""), &prepared)
+                .await
+                .map_err(|error| match error {
+                    SendError::Failed(error) => error,
+                    SendError::Lost(error) => {
+                        PublishError::from(MessagingError::amqp("publish an RPC reply", error))
+                    }
+                })?,
+        );
+        Ok(())
     }
 }
 
@@ -257,7 +301,11 @@ impl RpcClient {
     }
 
     /// Publishes the request (again, on a new channel, if the channel is lost before the
-    /// broker confirms it) and waits for the reply. The caller bounds it with the deadline.
+    /// reply comes) and waits for the reply. The caller bounds it with the deadline.
+    ///
+    /// The broker's publisher confirm is not waited for: the reply is the proof of delivery
+    /// (and a missing one is the retry signal). The confirm is still read alongside the reply,
+    /// so a request the broker refuses or cannot route fails at once instead of timing out.
     async fn attempt(
         &self,
         exchange: &ShortString,
@@ -266,19 +314,29 @@ impl RpcClient {
     ) -> Result<Vec<u8>, PublishError> {
         loop {
             let channel = self.reply_channel().await?;
-            match send(&channel, exchange, request).await {
-                Ok(()) => break,
+            let confirm = match start_publish(&channel, exchange, request).await {
+                Ok(confirm) => confirm,
                 Err(SendError::Failed(error)) => return Err(error),
                 Err(SendError::Lost(error)) => {
                     tracing::debug!(%error, "channel lost while sending the request; sending again");
+                    continue;
+                }
+            };
+            let confirmed = confirmed(exchange, request, confirm);
+            tokio::pin!(confirmed);
+            let verdict = tokio::select! {
+                biased;
+                answer = &mut *reply => return received(answer).await,
+                verdict = &mut confirmed => verdict,
+            };
+            match verdict {
+                Ok(()) => return received(reply.await).await,
+                Err(SendError::Failed(error)) => return Err(error),
+                Err(SendError::Lost(error)) => {
+                    // The reply would come on the lost channel: it never will.
+                    tracing::debug!(%error, "channel lost before the reply; sending again");
                 }
             }
-        }
-        match reply.await {
-            Ok(reply) => Ok(reply),
-            // The sender lives in the pending map until a reply comes, so this cannot
-            // happen; wait for the deadline rather than invent an outcome.
-            Err(_) => std::future::pending().await,
         }
     }
 
@@ -328,6 +386,18 @@ impl RpcClient {
             channel,
             dispatcher,
         })
+    }
+}
+
+/// The reply, once it came. The sender lives in the pending map until a reply comes, so it
+/// cannot be dropped first; were it, the attempt waits for its deadline rather than invent an
+/// outcome.
+async fn received(
+    answer: Result<Vec<u8>, oneshot::error::RecvError>,
+) -> Result<Vec<u8>, PublishError> {
+    match answer {
+        Ok(reply) => Ok(reply),
+        Err(_) => std::future::pending().await,
     }
 }
 

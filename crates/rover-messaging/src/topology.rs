@@ -27,13 +27,17 @@ pub fn turn_event_routing_key(turn_id: &str) -> String {
 /// | `{p}.turns` | quorum queue, bound with [`TURN_ROUTING_KEY`], at most `turns_max_length` long |
 /// | `{p}.turn-events` | durable topic exchange, routing key `turn.<turn_id>` |
 /// | `{p}.tools` | durable topic exchange, routing key = the tool's event |
-/// | `{p}.tools` | quorum queue, bound with `#` |
+/// | `{p}.tools` | durable **classic** queue, bound with `#` |
 /// | `{p}.dead` | durable direct dead-letter exchange |
 /// | `{p}.turns.dead`, `{p}.tools.dead` | quorum queues, bound by their source queue's name |
 ///
-/// The work queues carry an explicit delivery limit (RabbitMQ 3.10 has none by default, so a
-/// poison message would loop forever) and dead-letter to `{p}.dead` with their own name as
-/// routing key.
+/// The turns queue carries an explicit delivery limit (RabbitMQ 3.10 has none by default, so a
+/// poison turn would loop forever). The tools queue is the RPC path: a classic queue with no
+/// delivery limit, because its consumers settle each request *before* running it
+/// ([`Broker::serve_rpc`](crate::Broker::serve_rpc)) — a request is never redelivered once a
+/// tool server has started it, and the caller's bounded retries under one call id are the
+/// poison bound. Both dead-letter to `{p}.dead` with their own name as routing key (what the
+/// tool server rejects unread goes there).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     prefix: String,
@@ -74,14 +78,14 @@ impl Topology {
         self
     }
 
-    /// Sets how many times a work queue redelivers a message before dead-lettering it.
+    /// Sets how many times the turns queue redelivers a message before dead-lettering it.
     #[must_use]
     pub fn with_delivery_limit(mut self, delivery_limit: u32) -> Self {
         self.delivery_limit = delivery_limit;
         self
     }
 
-    /// Sets the work queues' `x-consumer-timeout`. RabbitMQ 3.12 and later honour it; 3.10
+    /// Sets the turns queue's `x-consumer-timeout`. RabbitMQ 3.12 and later honour it; 3.10
     /// ignores the argument and applies the server-wide `consumer_timeout` instead.
     #[must_use]
     pub fn with_consumer_timeout(mut self, consumer_timeout: Duration) -> Self {
@@ -94,7 +98,7 @@ impl Topology {
         &self.prefix
     }
 
-    /// The work queues' delivery limit.
+    /// The turns queue's delivery limit.
     pub fn delivery_limit(&self) -> u32 {
         self.delivery_limit
     }
@@ -119,7 +123,7 @@ impl Topology {
         format!("{}.tools", self.prefix)
     }
 
-    /// `{p}.tools`: the quorum queue all tool servers consume.
+    /// `{p}.tools`: the classic queue all tool servers consume.
     pub fn tools_queue(&self) -> String {
         format!("{}.tools", self.prefix)
     }
@@ -163,53 +167,66 @@ impl Topology {
                 .await
                 .map_err(|e| MessagingError::amqp(format!("declare exchange {exchange}"), e))?;
         }
-        for (work_queue, dead_queue, exchange, binding_key) in [
+        for (work_queue, dead_queue, exchange, binding_key, arguments) in [
             (
                 self.turns_queue(),
                 self.turns_dead_queue(),
                 self.turns_exchange(),
                 TURN_ROUTING_KEY,
+                self.turns_queue_arguments(),
             ),
             (
                 self.tools_queue(),
                 self.tools_dead_queue(),
                 self.tools_exchange(),
                 "#",
+                self.tools_queue_arguments(),
             ),
         ] {
             declare_queue(channel, &dead_queue, quorum_arguments()).await?;
             bind(channel, &dead_queue, &dead, &work_queue).await?;
-            declare_queue(channel, &work_queue, self.work_queue_arguments(&work_queue)).await?;
+            declare_queue(channel, &work_queue, arguments).await?;
             bind(channel, &work_queue, &exchange, binding_key).await?;
         }
         Ok(())
     }
 
-    fn work_queue_arguments(&self, queue: &str) -> FieldTable {
-        let mut arguments = quorum_arguments();
-        arguments.insert(
-            "x-delivery-limit".into(),
-            AMQPValue::LongLongInt(self.delivery_limit.into()),
-        );
+    /// The tools queue: classic, dead-lettering what a tool server rejects unread. No delivery
+    /// limit and no consumer timeout: a request is settled as soon as a tool server takes it.
+    fn tools_queue_arguments(&self) -> FieldTable {
+        let mut arguments = FieldTable::default();
+        arguments.insert("x-queue-type".into(), long_string("classic"));
+        self.dead_letter_to(&mut arguments, &self.tools_queue());
+        arguments
+    }
+
+    fn dead_letter_to(&self, arguments: &mut FieldTable, queue: &str) {
         arguments.insert(
             "x-dead-letter-exchange".into(),
             long_string(&self.dead_letter_exchange()),
         );
         arguments.insert("x-dead-letter-routing-key".into(), long_string(queue));
+    }
+
+    fn turns_queue_arguments(&self) -> FieldTable {
+        let mut arguments = quorum_arguments();
+        arguments.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongLongInt(self.delivery_limit.into()),
+        );
+        self.dead_letter_to(&mut arguments, &self.turns_queue());
         arguments.insert(
             "x-consumer-timeout".into(),
             AMQPValue::LongLongInt(
                 i64::try_from(self.consumer_timeout.as_millis()).unwrap_or(i64::MAX),
             ),
         );
-        if queue == self.turns_queue() {
-            // A bounded backlog: beyond it the publisher gets a nack, not an ever-growing queue.
-            arguments.insert(
-                "x-max-length".into(),
-                AMQPValue::LongLongInt(self.turns_max_length.into()),
-            );
-            arguments.insert("x-overflow".into(), long_string("reject-publish"));
-        }
+        // A bounded backlog: beyond it the publisher gets a nack, not an ever-growing queue.
+        arguments.insert(
+            "x-max-length".into(),
+            AMQPValue::LongLongInt(self.turns_max_length.into()),
+        );
+        arguments.insert("x-overflow".into(), long_string("reject-publish"));
         arguments
     }
 }

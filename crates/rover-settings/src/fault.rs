@@ -3,7 +3,7 @@
 //! one relaxed load of a value read once.
 //!
 //! Points: `toolserver.before-commit`, `toolserver.after-commit` (committed, no reply sent),
-//! `toolserver.after-reply` (replied, not acked), `worker.turn` (a turn was received, nothing run),
+//! `toolserver.after-reply` (replied; the request was acked before it ran), `worker.turn` (a turn was received, nothing run),
 //! `worker.finish-recorded` (a turn's last events recorded, not yet published).
 
 use std::sync::OnceLock;

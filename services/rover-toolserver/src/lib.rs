@@ -74,7 +74,7 @@ impl App {
     /// the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
-        let pool = rover_domain::app_pool(&settings.database)
+        let pool = rover_domain::call_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) =
             rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
@@ -135,8 +135,7 @@ impl App {
         };
         let consumer = broker
             .serve_rpc(&topology.tools_queue(), options, move |delivery| {
-                let pipeline = pipeline.clone();
-                async move { pipeline.handle(delivery).await }
+                pipeline.handle(delivery)
             })
             .await
             .context("Failed to start consuming tool calls")?;

@@ -12,16 +12,18 @@
 //! 8. reply with the envelope: `{"data":…,"scopeContext":"…"}` or `{"error":"…"}`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use opentelemetry::trace::TraceContextExt as _;
 use rover_authz::Authorizer;
 use rover_contracts::AgentToolResult;
-use rover_contracts::identity::{TurnVerifier, VerifiedTurnIdentity};
+use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdentity};
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
-use rover_domain::audit::{AuditEntry, record};
-use rover_domain::{Actor, DomainError, TenantTx};
-use rover_messaging::{Delivery, Outcome};
+use rover_domain::audit::AuditEntry;
+use rover_domain::call::{CallReads, CallStart, begin_call, finish_write};
+use rover_domain::{Actor, DomainError};
+use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -104,7 +106,7 @@ fn compile_tools() -> HashMap<&'static str, RpcTool> {
 
 /// Everything `execute()` needs; shared by the concurrent handlers.
 pub struct Pipeline {
-    verifier: TurnVerifier,
+    verifier: CachingVerifier,
     pool: sqlx::PgPool,
     tools: HashMap<&'static str, RpcTool>,
     metrics: Option<ToolMetrics>,
@@ -120,11 +122,14 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// How many verified turn identities are kept, by their exact bytes, until they expire.
+    pub const IDENTITY_CACHE: usize = 10_000;
+
     /// Compiles every RPC tool's argument schema once.
     pub fn new(verifier: TurnVerifier, pool: sqlx::PgPool) -> Self {
         let tools = compile_tools();
         Self {
-            verifier,
+            verifier: CachingVerifier::new(verifier, Self::IDENTITY_CACHE),
             pool,
             tools,
             metrics: None,
@@ -132,36 +137,44 @@ impl Pipeline {
         }
     }
 
-    /// Handles one delivery from the tools queue: decode, execute, encode the reply.
-    pub(crate) async fn handle(&self, delivery: Delivery) -> Result<Vec<u8>, Outcome> {
+    /// Reads one delivery from the tools queue. `None` — reject it unread, to the dead-letter
+    /// queue — when the body does not decode and names no call; otherwise the work that
+    /// answers it (an undecodable body that names its call id gets an `invalid` reply at once,
+    /// so the caller fails fast instead of timing out).
+    pub(crate) fn handle(
+        self: &Arc<Self>,
+        delivery: Delivery,
+    ) -> Option<impl Future<Output = Vec<u8>> + Send + use<>> {
         let parent = rover_messaging::extract(&delivery.headers);
         let span_context = parent.span().span_context().clone();
         let trace_id = span_context
             .is_valid()
             .then(|| span_context.trace_id().to_string());
         let call = match wire::decode::<ToolCall>(&delivery.body) {
-            Ok(call) => call,
+            Ok(call) => Ok(call),
             Err(error) => {
                 tracing::warn!(%error, "undecodable tool call");
-                // Answer when we can name the call, so the caller fails fast instead of timing out.
                 let call_id = delivery
                     .correlation_id
                     .as_deref()
-                    .and_then(|id| rover_contracts::ids::ToolCallId::parse(id).ok());
-                return match call_id {
-                    Some(call_id) => Ok(wire::encode(&ToolReply {
-                        call_id,
-                        outcome: ToolOutcome::Invalid,
-                        result: AgentToolResult::error(format!(
-                            "The tool call could not be read: {error}"
-                        )),
-                    })),
-                    None => Err(Outcome::Reject),
-                };
+                    .and_then(|id| rover_contracts::ids::ToolCallId::parse(id).ok())?;
+                Err(ToolReply {
+                    call_id,
+                    outcome: ToolOutcome::Invalid,
+                    result: AgentToolResult::error(format!(
+                        "The tool call could not be read: {error}"
+                    )),
+                })
             }
         };
-        let reply = self.execute(call, trace_id.as_deref()).await;
-        Ok(wire::encode(&reply))
+        let pipeline = self.clone();
+        Some(async move {
+            let reply = match call {
+                Ok(call) => pipeline.execute(call, trace_id.as_deref()).await,
+                Err(reply) => reply,
+            };
+            wire::encode(&reply)
+        })
     }
 
     /// Counts every call in `metrics` (by event and outcome, with `execute()`'s latency).
@@ -224,30 +237,62 @@ impl Pipeline {
         call: &ToolCall,
         trace_id: Option<&str>,
     ) -> Result<ToolReply, Failure> {
-        // 1. A verified identity, or nothing.
+        // 1. A verified identity (cached by its exact bytes until it expires), or nothing; and a
+        //    call id that belongs to the verified turn.
         let verified = tracing::info_span!("rover.toolserver.identity")
             .in_scope(|| self.verifier.verify(&call.identity))
             .map_err(|e| Failure::denied(format!("no valid turn identity ({e})")))?;
+        if !call.call_id.belongs_to(verified.turn_id()) {
+            return Err(Failure::denied(
+                "the call id does not belong to the verified turn",
+            ));
+        }
         // 2. A known tool, and arguments that match its schema exactly.
         let tool = self.tools.get(call.event.as_str()).ok_or_else(|| {
             Failure::invalid(format!("Unknown tool event `{}`.", truncate(&call.event)))
         })?;
         tracing::Span::current().record("gen_ai.tool.name", tool.contract.name);
         tracing::info_span!("rover.toolserver.schema").in_scope(|| validate(tool, &call.args))?;
-        // 3. The tenant frame: fail closed when the identity's school does not exist.
-        let mut tx = self.tenant(&verified).await?;
-        // 4. A write that already ran returns its stored reply, running nothing.
+        // 3–5. One round trip: the tenant frame (fail closed when the school does not exist), a
+        //      write's call-id lock and stored reply, and the live policy rows.
         let is_write = tool.contract.effect == Effect::Write;
-        if is_write && let Some(stored) = rover_domain::inbox::find(&mut tx, &call.call_id).await? {
+        let policy = match tool.posture {
+            Posture::Policy(permission) => Some(permission),
+            _ => None,
+        };
+        let school = verified.scope().school_id;
+        let reads = CallReads {
+            policy: policy.is_some(),
+            inbox: is_write.then_some(&call.call_id),
+        };
+        let CallStart {
+            mut tx,
+            school_exists,
+            authz,
+            stored,
+        } = begin_call(&self.pool, school, reads)
+            .instrument(tracing::info_span!("rover.toolserver.tenant", school_id = %school))
+            .await?;
+        if !school_exists {
+            return Err(Failure::denied("the caller belongs to no school here"));
+        }
+        // 4. A write that already ran returns its stored reply, running nothing — but only to
+        //    the actor and event it ran for.
+        if let Some(stored) = stored {
+            let actor = verified.identity().user_id;
+            if stored.actor != Some(actor) || stored.event != tool.event {
+                return Err(Failure::denied("that call id was used by another call"));
+            }
             tracing::info!("repeated call id: returning the stored reply");
-            return serde_json::from_value(stored).map_err(|e| Failure {
+            return serde_json::from_value(stored.reply).map_err(|e| Failure {
                 outcome: ToolOutcome::Error,
                 message: format!("The stored reply is unreadable: {e}"),
             });
         }
         // 5–6. Live permission check, then the posture.
-        if let Posture::Policy(permission) = tool.posture {
-            self.authorize(&mut tx, &verified, permission).await?;
+        if let (Some(permission), Some((policies, assignments))) = (policy, authz) {
+            self.authorize(&verified, permission, &policies, &assignments)
+                .await?;
         }
         let actor = Actor::from(verified.identity());
         let scope = verified.scope();
@@ -259,53 +304,45 @@ impl Pipeline {
             outcome: ToolOutcome::Ok,
             result: AgentToolResult::data(executed.data, scope.describe()),
         };
-        // 7. A write commits with exactly one audit row and its inbox row; a read writes nothing.
-        if let Some(change) = executed.change.as_ref().filter(|_| is_write) {
-            let event = tool.event;
-            let entry = AuditEntry {
-                actor: &actor,
-                scope,
-                event,
-                call_id: Some(&call.call_id),
-                trace_id,
-                change,
-            };
-            record(&mut tx, &entry)
-                .instrument(tracing::info_span!("rover.toolserver.audit"))
-                .await?;
-            let stored = serde_json::to_value(&reply).map_err(|e| Failure {
-                outcome: ToolOutcome::Error,
-                message: format!("The reply could not be stored: {e}"),
-            })?;
-            rover_domain::inbox::store(&mut tx, &call.call_id, event, &stored).await?;
-        }
+        // 7. A write commits with exactly one audit row and its inbox row (one statement); a
+        //    read writes nothing, and its transaction is rolled back as the connection goes
+        //    back to the pool, after the reply.
+        let Some(change) = executed.change.as_ref().filter(|_| is_write) else {
+            rover_settings::fault::point("toolserver.before-commit");
+            drop(tx);
+            return Ok(reply);
+        };
+        let entry = AuditEntry {
+            actor: &actor,
+            scope,
+            event: tool.event,
+            call_id: Some(&call.call_id),
+            trace_id,
+            change,
+        };
+        let stored = serde_json::to_value(&reply).map_err(|e| Failure {
+            outcome: ToolOutcome::Error,
+            message: format!("The reply could not be stored: {e}"),
+        })?;
+        finish_write(&mut tx, &entry, &call.call_id, &stored)
+            .instrument(tracing::info_span!("rover.toolserver.audit"))
+            .await?;
         rover_settings::fault::point("toolserver.before-commit");
         tx.commit().await?;
         rover_settings::fault::point("toolserver.after-commit");
         Ok(reply)
     }
 
-    async fn tenant(&self, verified: &VerifiedTurnIdentity) -> Result<TenantTx, Failure> {
-        let school = verified.scope().school_id;
-        let mut tx = rover_domain::begin_tenant(&self.pool, school)
-            .instrument(tracing::info_span!("rover.toolserver.tenant", school_id = %school))
-            .await?;
-        if !rover_domain::school_exists(&mut tx).await? {
-            return Err(Failure::denied("the caller belongs to no school here"));
-        }
-        Ok(tx)
-    }
-
     async fn authorize(
         &self,
-        tx: &mut TenantTx,
         verified: &VerifiedTurnIdentity,
         permission: rover_contracts::permission::Permission,
+        policies: &[rover_domain::policy::PolicyRow],
+        assignments: &[rover_domain::policy::RoleAssignment],
     ) -> Result<(), Failure> {
         let span = tracing::info_span!("rover.toolserver.permission", rover.permission = %permission, rover.permission.rule = tracing::field::Empty, rover.permission.allowed = tracing::field::Empty);
         async {
-            let (policies, assignments) = rover_domain::policy::load(tx).await?;
-            let authorizer = Authorizer::build(verified.scope().school_id, &policies, &assignments)
+            let authorizer = Authorizer::build(verified.scope().school_id, policies, assignments)
                 .await
                 .map_err(|e| Failure {
                     outcome: ToolOutcome::Error,

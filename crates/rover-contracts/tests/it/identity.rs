@@ -194,3 +194,59 @@ fn the_token_never_prints() {
         .unwrap();
     assert_eq!(format!("{token:?}"), "SignedTurnIdentity(…)");
 }
+
+#[test]
+fn a_cached_identity_is_served_until_it_expires_and_refused_after() {
+    let (signer, verifier) = signer_and_verifier();
+    let cache = CachingVerifier::new(verifier, 16);
+    let grant = grant();
+    let token = signer
+        .mint(grant.clone(), Utc::now(), Duration::minutes(15))
+        .unwrap();
+    let first = cache.verify(&token).unwrap();
+    assert_eq!(cache.cached(), 1);
+    let again = cache.verify(&token).unwrap();
+    assert_eq!(again.identity(), &grant.identity);
+    assert_eq!(cache.cached(), 1, "served from the cache");
+    // At its expiry the cached entry is refused, though the signature check alone (with its
+    // leeway) would still pass.
+    assert_eq!(
+        cache.verify_at(&token, first.expires_at()).unwrap_err(),
+        IdentityError::Expired
+    );
+    assert_eq!(cache.cached(), 0);
+}
+
+#[test]
+fn a_tampered_identity_is_never_served_from_the_cache() {
+    let (signer, verifier) = signer_and_verifier();
+    let cache = CachingVerifier::new(verifier, 16);
+    let token = signer
+        .mint(grant(), Utc::now(), Duration::minutes(15))
+        .unwrap();
+    cache.verify(&token).unwrap();
+    // Same header and claims, one signature byte changed.
+    let (signed, signature) = token.as_str().rsplit_once('.').unwrap();
+    let mut signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
+    signature[0] ^= 1;
+    let tampered =
+        SignedTurnIdentity::from_token(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)));
+    assert_eq!(
+        cache.verify(&tampered).unwrap_err(),
+        IdentityError::BadSignature
+    );
+    assert_eq!(cache.cached(), 1, "the tampered token was not cached");
+}
+
+#[test]
+fn the_cache_stays_within_its_capacity() {
+    let (signer, verifier) = signer_and_verifier();
+    let cache = CachingVerifier::new(verifier, 3);
+    for _ in 0..10 {
+        let token = signer
+            .mint(grant(), Utc::now(), Duration::minutes(15))
+            .unwrap();
+        cache.verify(&token).unwrap();
+        assert!(cache.cached() <= 3);
+    }
+}

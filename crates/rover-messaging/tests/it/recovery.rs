@@ -22,7 +22,7 @@ async fn after_close_all_connections_mid_stream_publish_consume_and_rpc_work_aga
         app.broker.serve_rpc(
             &app.topology.tools_queue(),
             ConsumerOptions::default(),
-            |request| async move { Ok(request.body) },
+            |request| Some(async move { request.body }),
         ),
     )
     .await
@@ -190,7 +190,7 @@ async fn after_a_broker_outage_the_supervisor_reconnects_with_backoff_and_everyt
         broker.serve_rpc(
             &topology.tools_queue(),
             ConsumerOptions::default(),
-            |request| async move { Ok(request.body) },
+            |request| Some(async move { request.body }),
         ),
     )
     .await

@@ -1,6 +1,12 @@
 //! RPC over Direct Reply-to: round trips, deadlines, retries under one call id, late replies.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use futures::future::join_all;
 use rover_messaging::{ConsumerOptions, OutgoingMessage, RpcError, RpcOptions};
@@ -17,9 +23,11 @@ async fn echo_server(app: &crate::helpers::TestApp) -> rover_messaging::Consumer
     within(
         "start echo server",
         app.broker
-            .serve_rpc(&app.topology.tools_queue(), options, |request| async move {
-                let call_id = request.correlation_id.unwrap_or_default();
-                Ok(format!("{call_id}:{}", String::from_utf8_lossy(&request.body)).into_bytes())
+            .serve_rpc(&app.topology.tools_queue(), options, |request| {
+                Some(async move {
+                    let call_id = request.correlation_id.unwrap_or_default();
+                    format!("{call_id}:{}", String::from_utf8_lossy(&request.body)).into_bytes()
+                })
             }),
     )
     .await
@@ -145,13 +153,13 @@ async fn a_reply_after_the_deadline_is_dropped_and_counted() {
         app.broker.serve_rpc(&queue, options, move |request| {
             let release = release.clone();
             let entered = entered.clone();
-            async move {
+            Some(async move {
                 if request.body == b"slow" {
                     entered.notify_one();
                     release.notified().await;
                 }
-                Ok(request.body)
-            }
+                request.body
+            })
         })
     })
     .await
@@ -213,4 +221,161 @@ async fn a_call_that_cannot_be_routed_fails_at_once() {
         "{result:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_that_kills_its_handler_runs_once_per_attempt_and_never_loops() {
+    let app = spawn_app().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let queue = app.topology.tools_queue();
+    let _server = within("start server", {
+        let runs = runs.clone();
+        app.broker
+            .serve_rpc(&queue, ConsumerOptions::default(), move |request| {
+                let runs = runs.clone();
+                Some(async move {
+                    if request.body == b"poison" {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        panic!("the poison request kills its handler");
+                    }
+                    request.body
+                })
+            })
+    })
+    .await
+    .expect("serves");
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_millis(400),
+        attempts: 3,
+    });
+    let exchange = app.topology.tools_exchange();
+
+    let result = within(
+        "poison call",
+        client.call(&exchange, "poison", "call-poison", b"poison".to_vec()),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(RpcError::DeadlineExceeded { attempts: 3, .. })),
+        "{result:?}"
+    );
+    // Settled before it ran, each delivery ran once: the bound is the caller's attempts, not a
+    // queue that hands the request to the next handler, forever.
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let reply = within(
+        "good call",
+        client.call(&exchange, "echo", "call-good", b"good".to_vec()),
+    )
+    .await
+    .expect("the server still answers");
+    assert_eq!(reply, b"good");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        3,
+        "the poison request did not come back"
+    );
+    let depths = app.vhost.list("list_queues", &["name", "messages"]);
+    let tools = depths
+        .iter()
+        .find(|row| row["name"] == "rover.tools")
+        .expect("the tools queue");
+    assert_eq!(tools["messages"], 0, "{depths:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_the_server_cannot_read_is_dead_lettered_unrun() {
+    let app = spawn_app().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let queue = app.topology.tools_queue();
+    let _server = within("start server", {
+        let runs = runs.clone();
+        app.broker
+            .serve_rpc(&queue, ConsumerOptions::default(), move |request| {
+                let runs = runs.clone();
+                (request.body != b"unreadable").then_some(async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    request.body
+                })
+            })
+    })
+    .await
+    .expect("serves");
+    let (_dead_collector, mut dead) =
+        collect(&app.broker, &app.topology.tools_dead_queue(), 10).await;
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_millis(300),
+        attempts: 1,
+    });
+    let exchange = app.topology.tools_exchange();
+
+    let result = within(
+        "unreadable call",
+        client.call(&exchange, "x", "call-unreadable", b"unreadable".to_vec()),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(RpcError::DeadlineExceeded { .. })),
+        "{result:?}"
+    );
+    let dead_letter = next(&mut dead).await;
+    assert_eq!(body(&dead_letter), "unreadable");
+    assert_eq!(
+        dead_letter
+            .headers
+            .get("x-first-death-reason")
+            .map(String::as_str),
+        Some("rejected")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_most_prefetch_requests_run_at_once_though_each_is_settled_before_it_runs() {
+    let app = spawn_app().await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(Notify::new());
+    let options = ConsumerOptions {
+        prefetch: 2,
+        ..ConsumerOptions::default()
+    };
+    let queue = app.topology.tools_queue();
+    let _server = within("start server", {
+        let (running, most, release) = (running.clone(), most.clone(), release.clone());
+        app.broker.serve_rpc(&queue, options, move |request| {
+            let (running, most, release) = (running.clone(), most.clone(), release.clone());
+            Some(async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                release.notified().await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                request.body
+            })
+        })
+    })
+    .await
+    .expect("serves");
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(10),
+        attempts: 1,
+    });
+    let exchange = app.topology.tools_exchange();
+    let calls = (0..6).map(|i| {
+        let (client, exchange) = (client.clone(), exchange.clone());
+        async move {
+            client
+                .call(&exchange, "echo", &format!("call-{i}"), vec![i])
+                .await
+        }
+    });
+    let calls = tokio::spawn(join_all(calls));
+    // Release one handler at a time until every call has its reply.
+    while !calls.is_finished() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.notify_one();
+    }
+    for reply in within("six calls", calls).await.expect("joined") {
+        reply.expect("replies");
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 2, "two handlers at most");
 }

@@ -24,19 +24,30 @@ async fn declare_creates_the_documented_topology_and_can_run_again() {
     let queues = app
         .vhost
         .list("list_queues", &["name", "type", "durable", "arguments"]);
+    let turns = find(&queues, "name", "rover.turns");
+    assert_eq!(turns["type"], "quorum", "{turns}");
+    assert_eq!(turns["durable"], true, "{turns}");
+    let arguments = &turns["arguments"];
+    assert_eq!(arguments["x-queue-type"], "quorum", "{turns}");
+    assert_eq!(arguments["x-delivery-limit"], 5, "{turns}");
+    assert_eq!(arguments["x-consumer-timeout"], 30 * 60 * 1000, "{turns}");
+    // The RPC path: a classic queue, settled before each request runs, so no delivery limit.
+    let tools = find(&queues, "name", "rover.tools");
+    assert_eq!(tools["type"], "classic", "{tools}");
+    assert_eq!(tools["durable"], true, "{tools}");
+    assert_eq!(tools["arguments"]["x-queue-type"], "classic", "{tools}");
+    assert!(
+        tools["arguments"].get("x-delivery-limit").is_none(),
+        "{tools}"
+    );
     for (queue, dead) in [
         ("rover.turns", "rover.turns.dead"),
         ("rover.tools", "rover.tools.dead"),
     ] {
         let row = find(&queues, "name", queue);
-        assert_eq!(row["type"], "quorum", "{row}");
-        assert_eq!(row["durable"], true, "{row}");
         let arguments = &row["arguments"];
-        assert_eq!(arguments["x-queue-type"], "quorum", "{row}");
-        assert_eq!(arguments["x-delivery-limit"], 5, "{row}");
         assert_eq!(arguments["x-dead-letter-exchange"], "rover.dead", "{row}");
         assert_eq!(arguments["x-dead-letter-routing-key"], queue, "{row}");
-        assert_eq!(arguments["x-consumer-timeout"], 30 * 60 * 1000, "{row}");
         assert_eq!(find(&queues, "name", dead)["type"], "quorum");
     }
 

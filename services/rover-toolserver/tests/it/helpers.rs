@@ -117,10 +117,11 @@ impl TestServer {
         }
     }
 
-    /// A turn identity for `caller`, signed with the gateway's key, valid for 15 minutes.
-    pub(crate) fn mint(&self, caller: &Caller) -> SignedTurnIdentity {
+    /// A turn identity for `caller` in `turn_id`, signed with the gateway's key, valid for 15
+    /// minutes.
+    pub(crate) fn mint_for_turn(&self, caller: &Caller, turn_id: TurnId) -> SignedTurnIdentity {
         let grant = TurnGrant {
-            turn_id: TurnId::new(),
+            turn_id,
             thread_id: ThreadId::new(),
             identity: caller.identity.clone(),
             scope: caller.scope.clone(),
@@ -131,12 +132,13 @@ impl TestServer {
             .expect("mint")
     }
 
-    /// A tool call as `caller`, with a fresh call id.
+    /// A tool call as `caller` in a fresh turn, with a call id of that turn.
     pub(crate) fn tool_call(&self, caller: &Caller, event: &str, args: Value) -> ToolCall {
+        let turn = TurnId::new();
         ToolCall {
-            call_id: ToolCallId::parse(&format!("test/{}", uuid::Uuid::new_v4())).expect("call id"),
+            call_id: ToolCallId::for_turn(turn, &format!("call_{}", uuid::Uuid::new_v4().simple())),
             event: event.to_owned(),
-            identity: self.mint(caller),
+            identity: self.mint_for_turn(caller, turn),
             args,
         }
     }

@@ -21,7 +21,8 @@ async fn calls_without_a_valid_turn_identity_are_refused_and_write_nothing() {
         identity: caller.identity.clone(),
         scope: caller.scope.clone(),
     };
-    let genuine = server.mint(&caller);
+    let genuine_turn = TurnId::new();
+    let genuine = server.mint_for_turn(&caller, genuine_turn);
     let payload = genuine.as_str().split('.').nth(1).unwrap().to_owned();
     let forged = [
         ("missing", SignedTurnIdentity::from_token("")),
@@ -70,6 +71,7 @@ async fn calls_without_a_valid_turn_identity_are_refused_and_write_nothing() {
 
     // The genuine identity, for contrast, is accepted.
     let mut call = server.tool_call(&caller, "create.department", json!({ "name": "Sciences" }));
+    call.call_id = rover_contracts::ids::ToolCallId::for_turn(genuine_turn, "call_1");
     call.identity = genuine;
     assert_eq!(server.send(&call).await.outcome, ToolOutcome::Ok);
 }
@@ -124,8 +126,8 @@ async fn an_identity_for_a_school_that_does_not_exist_fails_closed() {
 }
 
 /// A call id that ran in one school, replayed by a caller of another school (a turn identity
-/// replayed into another tenant), gets none of the first school's stored reply: the inbox is
-/// tenant-scoped, so the second call runs on its own, in its own school.
+/// replayed into another tenant), gets none of the first school's stored reply: the call id
+/// belongs to another turn than the replayer's identity, so it is refused and nothing runs.
 #[tokio::test]
 async fn a_call_id_replayed_into_another_school_gets_nothing_of_the_first() {
     let server = spawn_toolserver().await;
@@ -134,6 +136,7 @@ async fn a_call_id_replayed_into_another_school_gets_nothing_of_the_first() {
     let first = server.tool_call(&hill, "create.department", json!({ "name": "Hill Only" }));
     let reply = server.send(&first).await;
     assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
+    let before = server.state().await;
 
     let mut replayed = server.tool_call(
         &lakeside,
@@ -142,17 +145,70 @@ async fn a_call_id_replayed_into_another_school_gets_nothing_of_the_first() {
     );
     replayed.call_id = first.call_id.clone();
     let reply = server.send(&replayed).await;
-    assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
+    assert_eq!(reply.outcome, ToolOutcome::Denied, "{reply:?}");
     let text = serde_json::to_string(&reply.result).unwrap();
-    assert!(
-        text.contains("Lakeside Own") && !text.contains("Hill Only"),
-        "{text}"
-    );
+    assert!(!text.contains("Hill Only"), "{text}");
+    assert_eq!(server.state().await, before, "nothing ran");
     // And Hill's identity with the same call id still gets Hill's stored reply, unchanged.
     let again = server.send(&first).await;
     assert!(
         serde_json::to_string(&again.result)
             .unwrap()
             .contains("Hill Only")
+    );
+}
+
+/// The tool server runs a call only under the identity of the turn its call id names.
+#[tokio::test]
+async fn a_call_id_of_another_turn_is_refused_and_runs_nothing() {
+    let server = spawn_toolserver().await;
+    let caller = server.caller("admin@hill.school").await;
+    let before = server.state().await;
+    let mut call = server.tool_call(&caller, "create.department", json!({ "name": "Sciences" }));
+    call.identity = server.mint_for_turn(&caller, TurnId::new());
+    let reply = server.send(&call).await;
+    assert_eq!(reply.outcome, ToolOutcome::Denied, "{reply:?}");
+    assert!(
+        error(&reply).contains("does not belong to the verified turn"),
+        "{reply:?}"
+    );
+    assert_eq!(server.state().await, before);
+}
+
+/// A stored reply goes back only to the actor and event it ran for: another user of the same
+/// school and turn, or the same user with another tool, gets a refusal and never the reply.
+#[tokio::test]
+async fn a_stored_reply_is_returned_only_to_its_actor_and_event() {
+    let server = spawn_toolserver().await;
+    let admin = server.caller("admin@hill.school").await;
+    let dos = server.caller("dos@hill.school").await;
+    let turn = TurnId::new();
+    let mut call = server.tool_call(&admin, "create.department", json!({ "name": "Sciences" }));
+    call.call_id = rover_contracts::ids::ToolCallId::for_turn(turn, "call_1");
+    call.identity = server.mint_for_turn(&admin, turn);
+    let first = server.send(&call).await;
+    assert_eq!(first.outcome, ToolOutcome::Ok, "{first:?}");
+    let before = server.state().await;
+
+    let mut other_actor = call.clone();
+    other_actor.identity = server.mint_for_turn(&dos, turn);
+    let mut other_event = call.clone();
+    other_event.event = "rename.department".to_owned();
+    other_event.args =
+        json!({ "departmentId": uuid::Uuid::new_v4().to_string(), "newName": "Sciences 2" });
+    for (what, replayed) in [
+        ("another actor", other_actor),
+        ("another event", other_event),
+    ] {
+        let reply = server.send(&replayed).await;
+        assert_eq!(reply.outcome, ToolOutcome::Denied, "{what}: {reply:?}");
+        let text = serde_json::to_string(&reply.result).unwrap();
+        assert!(!text.contains("Sciences"), "{what}: {text}");
+    }
+    assert_eq!(server.state().await, before);
+    assert_eq!(
+        server.send(&call).await,
+        first,
+        "its own actor still gets it"
     );
 }

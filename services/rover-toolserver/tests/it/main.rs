@@ -7,5 +7,6 @@ mod audit;
 mod identity;
 mod operations;
 mod postures;
+mod round_trips;
 mod tenancy;
 mod tools;

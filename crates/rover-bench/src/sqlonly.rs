@@ -1,0 +1,94 @@
+//! The tool hop's SQL alone, pgbench-style: exactly the statements the tool server sends for
+//! `list_departments` and `create_department` (the opening query, the domain query, the audit and
+//! inbox rows, `COMMIT`), run in process through the same kind of pool, with no broker, no
+//! pipeline and no serialisation — how far Postgres itself lets that work go on this machine.
+
+use std::sync::Arc;
+
+use rover_contracts::context::CallScope;
+use rover_contracts::ids::{ToolCallId, TurnId};
+use rover_contracts::tools::{CreateDepartmentArgs, NoArgs};
+use rover_domain::Actor;
+use rover_domain::audit::AuditEntry;
+use rover_domain::call::{CallReads, begin_call, finish_write};
+use rover_settings::{DatabaseSettings, Secret};
+
+use crate::toolhop::{POOL_SIZE, READER, WRITE_EVENT, WRITER};
+use crate::world::World;
+
+/// A pool and the two callers, as the tool server would see them.
+#[derive(Debug)]
+pub(crate) struct SqlOnly {
+    pool: sqlx::PgPool,
+    reader: (Actor, CallScope),
+    writer: (Actor, CallScope),
+}
+
+impl SqlOnly {
+    pub(crate) async fn start(world: &World) -> anyhow::Result<Arc<SqlOnly>> {
+        let pool = rover_domain::call_pool(&DatabaseSettings {
+            url: Secret::new(world.db.app_url().to_owned()),
+            max_connections: POOL_SIZE.parse()?,
+            ..DatabaseSettings::default()
+        })?;
+        let caller = |context: rover_contracts::context::RuntimeContext| {
+            (Actor::from(&context.identity()), context.call_scope())
+        };
+        Ok(Arc::new(SqlOnly {
+            pool,
+            reader: caller(world.context(READER).await?),
+            writer: caller(world.context(WRITER).await?),
+        }))
+    }
+
+    /// The read's SQL: opening query (tenant, school, policy rows), the query; rolled back.
+    pub(crate) async fn read(&self) -> Result<(), String> {
+        let (actor, scope) = &self.reader;
+        let reads = CallReads {
+            policy: true,
+            inbox: None,
+        };
+        let mut start = begin_call(&self.pool, scope.school_id, reads)
+            .await
+            .map_err(|e| e.to_string())?;
+        rover_domain::list_departments(&mut start.tx, actor, scope, &NoArgs::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The write's SQL: opening query (with the call id's lock and inbox), the insert, the audit
+    /// and inbox rows, `COMMIT`.
+    pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
+        let (actor, scope) = &self.writer;
+        let call_id = ToolCallId::for_turn(TurnId::new(), &format!("sql_{n}"));
+        let reads = CallReads {
+            policy: true,
+            inbox: Some(&call_id),
+        };
+        let mut start = begin_call(&self.pool, scope.school_id, reads)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = format!(
+            "SQL {n} {}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let args = CreateDepartmentArgs { name };
+        let written = rover_domain::create_department(&mut start.tx, actor, scope, &args)
+            .await
+            .map_err(|e| e.to_string())?;
+        let entry = AuditEntry {
+            actor,
+            scope,
+            event: WRITE_EVENT,
+            call_id: Some(&call_id),
+            trace_id: None,
+            change: &written.change,
+        };
+        let reply = serde_json::to_value(&written.output).map_err(|e| e.to_string())?;
+        finish_write(&mut start.tx, &entry, &call_id, &reply)
+            .await
+            .map_err(|e| e.to_string())?;
+        start.tx.commit().await.map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,192 @@
+//! One tool call's database work in as few round trips as it can take: [`begin_call`] opens the
+//! tenant transaction, checks the school, reads the live policy rows and (for a write) locks the
+//! call id and reads its stored reply — all in **one** round trip; [`finish_write`] records the
+//! audit row and the inbox row in one statement. So a read is two round trips before its answer
+//! (this and the query), and a write four (this, the write, [`finish_write`], `COMMIT`).
+
+use rover_authz::{PolicyRow, RoleAssignment};
+use rover_contracts::ids::{SchoolId, ToolCallId, UserId};
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row as _};
+use uuid::Uuid;
+
+use crate::audit::AuditEntry;
+use crate::policy::{AuthzRow, LOAD_SQL, from_rows};
+use crate::tenant::{BYPASSES_RLS, begin_sql, bypass_refused};
+use crate::{DomainError, TenantTx};
+
+/// What [`begin_call`] reads besides opening the transaction.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallReads<'a> {
+    /// Read the school's policy rows and role assignments (a policy-gated tool).
+    pub policy: bool,
+    /// Lock this call id for the transaction and read its stored reply (a write).
+    pub inbox: Option<&'a ToolCallId>,
+}
+
+/// A stored reply, with who the call ran for: it may be returned only to the same actor and
+/// event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredReply {
+    /// The reply the first run sent.
+    pub reply: Value,
+    /// The tool event the call ran as.
+    pub event: String,
+    /// The user the call ran as (`None` for rows stored before actors were recorded).
+    pub actor: Option<UserId>,
+}
+
+/// An open call transaction and what was read with it.
+#[derive(Debug)]
+pub struct CallStart {
+    /// The tenant transaction the call runs in.
+    pub tx: TenantTx,
+    /// Whether the school exists (row-level security shows only its own row).
+    pub school_exists: bool,
+    /// The live policy rows and role assignments, if asked for.
+    pub authz: Option<(Vec<PolicyRow>, Vec<RoleAssignment>)>,
+    /// The call id's stored reply, if asked for and the call already ran.
+    pub stored: Option<StoredReply>,
+}
+
+/// Opens the tenant transaction of a tool call and reads what the call needs before it runs, in
+/// one simple-protocol round trip: `BEGIN`; `set_config('app.school_id', …, true)`; for a write,
+/// `pg_advisory_xact_lock` on the call id (so concurrent deliveries of one call run one after the
+/// other); then one row saying whether the role bypasses row-level security (refused), whether the
+/// school exists and the call's stored reply; then the policy rows.
+///
+/// Every value written into the SQL is a parsed UUID or hex, so nothing a caller sent is
+/// interpreted as SQL. A connection that turns out dead on this first use is replaced once (the
+/// pool does not ping on acquire; see [`crate::call_pool`]).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
+pub async fn begin_call(
+    pool: &PgPool,
+    school_id: SchoolId,
+    reads: CallReads<'_>,
+) -> Result<CallStart, DomainError> {
+    let sql = call_sql(school_id, reads);
+    let opened = match TenantTx::open(pool, school_id, sql.clone()).await {
+        Err(DomainError::Database(sqlx::Error::Io(error))) => {
+            tracing::info!(%error, "a pooled connection was dead; opening the call on another");
+            TenantTx::open(pool, school_id, sql).await
+        }
+        opened => opened,
+    };
+    let (tx, rows) = opened?;
+    let mut context = None;
+    let mut authz_rows: Vec<AuthzRow> = Vec::new();
+    for row in rows {
+        if row.try_column("bypasses_rls").is_ok() {
+            context = Some(row);
+        } else if row.try_column("is_policy").is_ok() {
+            authz_rows.push((
+                row.try_get("is_policy")?,
+                row.try_get("role")?,
+                row.try_get("action")?,
+                row.try_get("subject")?,
+                row.try_get("user_id")?,
+            ));
+        }
+    }
+    let context = context.ok_or_else(|| {
+        DomainError::Database(sqlx::Error::Protocol(
+            "the call's opening query returned no context row".into(),
+        ))
+    })?;
+    if context.try_get::<bool, _>("bypasses_rls")? {
+        return Err(bypass_refused());
+    }
+    let stored = match reads.inbox {
+        Some(_) => stored_reply(&context)?,
+        None => None,
+    };
+    Ok(CallStart {
+        tx,
+        school_exists: context.try_get("school_exists")?,
+        authz: reads.policy.then(|| from_rows(authz_rows)).transpose()?,
+        stored,
+    })
+}
+
+fn stored_reply(context: &PgRow) -> Result<Option<StoredReply>, DomainError> {
+    let Some(reply) = context.try_get::<Option<Value>, _>("stored_reply")? else {
+        return Ok(None);
+    };
+    Ok(Some(StoredReply {
+        reply,
+        event: context.try_get("stored_event")?,
+        actor: context
+            .try_get::<Option<Uuid>, _>("stored_actor")?
+            .map(UserId::from_uuid),
+    }))
+}
+
+/// The call id as a SQL expression: hex in the SQL, decoded by Postgres.
+fn call_id_sql(call_id: &ToolCallId) -> String {
+    let hex: String = call_id
+        .as_str()
+        .bytes()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("convert_from(decode('{hex}', 'hex'), 'UTF8')")
+}
+
+fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
+    let mut sql = begin_sql(school_id);
+    let school = school_id.as_uuid();
+    let mut context = format!(
+        "SELECT {BYPASSES_RLS} AS bypasses_rls, EXISTS (SELECT 1 FROM schools) AS school_exists"
+    );
+    if let Some(call_id) = reads.inbox {
+        let call = call_id_sql(call_id);
+        // The same lock key as `inbox::find`, so both paths serialise one call id.
+        sql.push_str(&format!(
+            "; SELECT pg_advisory_xact_lock(hashtextextended('{school}' || '/' || {call}, 0))"
+        ));
+        context.push_str(&format!(
+            ", i.reply AS stored_reply, i.event AS stored_event, i.actor_user_id AS stored_actor \
+             FROM (SELECT 1) AS one LEFT JOIN tool_call_inbox i ON i.call_id = {call}"
+        ));
+    }
+    sql.push_str("; ");
+    sql.push_str(&context);
+    if reads.policy {
+        sql.push_str("; ");
+        sql.push_str(LOAD_SQL);
+    }
+    sql
+}
+
+/// Records a successful write's audit row and its inbox row (the reply, the event and the actor)
+/// in one statement, in the write's transaction.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", event = entry.event))]
+pub async fn finish_write(
+    tx: &mut TenantTx,
+    entry: &AuditEntry<'_>,
+    call_id: &ToolCallId,
+    reply: &Value,
+) -> Result<(), DomainError> {
+    let school = tx.school_uuid();
+    sqlx::query(
+        "WITH audit AS (INSERT INTO audit_log (school_id, campus_id, actor_user_id, actor_email, \
+         event, subject_id, call_id, trace_id, before, after) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)) \
+         INSERT INTO tool_call_inbox (school_id, call_id, event, reply, actor_user_id) \
+         VALUES ($1, $7, $5, $11, $3)",
+    )
+    .bind(school)
+    .bind(entry.scope.run_mode.campus().map(|c| c.id.as_uuid()))
+    .bind(entry.actor.user_id.as_uuid())
+    .bind(&entry.actor.email)
+    .bind(entry.event)
+    .bind(&entry.change.subject_id)
+    .bind(call_id.as_str())
+    .bind(entry.trace_id)
+    .bind(&entry.change.before)
+    .bind(&entry.change.after)
+    .bind(reply)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
