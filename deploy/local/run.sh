@@ -3,9 +3,11 @@
 #   1. a development Ed25519 key pair for turn identities (target/dev/, made once with openssl);
 #   2. the database, its two roles, the schema and the demo schools (`rover-toolserver db setup --demo`,
 #      idempotent);
-#   3. the scripted model (a test double speaking the OpenAI API) and the three services, with
-#      human-readable logs;
-#   4. one demo turn through the gateway, narrated as the Hub would show it.
+#   3. the scripted model (a test double speaking the OpenAI API) and the three services, each
+#      logging to target/dev/logs/<service>.log, so the terminal shows only the narration;
+#   4. one demo turn through the gateway, narrated as the Hub would show it (a new department
+#      each run: Sciences, then Sciences 2, …, so a second run succeeds too).
+# Ctrl-C stops everything and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=target/debug
@@ -28,25 +30,38 @@ export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}
 
 "$bin/rover-toolserver" db setup --demo
 
+logs="$dev/logs"
+mkdir -p "$logs"
 pids=()
 stop() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait
+  echo "rover: stopped (logs in $logs/)" >&2
 }
-trap stop INT TERM EXIT
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 for service in rover-scripted-model rover-toolserver rover-worker rover-gateway; do
-  "$bin/$service" &
+  "$bin/$service" >"$logs/$service.log" 2>&1 &
   pids+=("$!")
 done
+echo "rover: the services log to $logs/ (tail -f $logs/rover-worker.log)" >&2
 for _ in $(seq 1 100); do
   curl -fsS http://127.0.0.1:8080/readyz >/dev/null 2>&1 && break
   sleep 0.2
 done
+# The demo creates a department; a name the school does not have yet keeps a second run working.
+taken=$(psql -h 127.0.0.1 -U postgres -d rover -tAc \
+  "SELECT count(*) FROM departments d JOIN schools s ON s.id = d.school_id
+   WHERE s.name = 'Kampala Hill School' AND d.name ~ '^Sciences( [0-9]+)?$'" 2>/dev/null || echo 0)
+department="Sciences"
+[ "${taken:-0}" -gt 0 ] && department="Sciences $((taken + 1))"
 echo >&2
 echo "rover: demo turn — the Hub would show:" >&2
-"$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called Sciences" \
-  || echo "rover: the demo turn failed (see the logs above)" >&2
+"$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called $department" \
+  || echo "rover: the demo turn failed (see $logs/)" >&2
 echo >&2
 echo "rover: serving on http://127.0.0.1:8080 (token: $bin/rover-gateway token --email admin@hill.school); Ctrl-C stops everything." >&2
-wait -n
+wait -n || true
+echo "rover: a service stopped on its own; see $logs/" >&2
+exit 1
