@@ -153,3 +153,25 @@ fn a_kind_without_a_schema_fails_rather_than_being_skipped() {
         "the failure does not name the object:\n{text}"
     );
 }
+
+/// The dev overlay's RabbitMQ makes each service's broker user with exactly the rights
+/// `Topology::permissions` gives it (what `rover-toolserver broker setup` prints).
+#[test]
+fn the_dev_brokers_service_users_have_exactly_the_rights_rover_computes() {
+    use rover_messaging::{Service, Topology};
+    let script = std::fs::read_to_string(repo().join("deploy/k8s/overlays/dev/rabbitmq.yaml"))
+        .expect("the dev RabbitMQ manifest");
+    let topology = Topology::new("rover");
+    for (user, service) in [
+        ("rover-gateway", Service::Gateway),
+        ("rover-worker", Service::Worker),
+        ("rover-toolserver", Service::ToolServer),
+    ] {
+        let rights = topology.permissions(service);
+        let line = format!(
+            "add {user} '{}' '{}' '{}'",
+            rights.configure, rights.write, rights.read
+        );
+        assert!(script.contains(&line), "the dev broker lacks: {line}");
+    }
+}

@@ -1,6 +1,7 @@
 //! Rover's cross-service tests. Each module is one feature; each test starts what it needs.
 
 mod attacks;
+mod brokers;
 mod checker;
 mod cli;
 mod deploy;

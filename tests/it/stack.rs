@@ -115,7 +115,23 @@ impl Stack {
 
     /// Starts the stack with extra model flags and extra environment for the three services.
     pub(crate) async fn start_with(model_flags: &[&str], service_env: &[(&str, &str)]) -> Stack {
-        let vhost = TestVhost::create();
+        Self::start_on(
+            TestVhost::create(),
+            model_flags,
+            service_env,
+            &HashMap::new(),
+        )
+        .await
+    }
+
+    /// Starts the stack on `vhost`, with environment for one service only (by binary name) on top
+    /// of the shared environment.
+    pub(crate) async fn start_on(
+        vhost: TestVhost,
+        model_flags: &[&str],
+        service_env: &[(&str, &str)],
+        per_service: &HashMap<&str, Vec<(String, String)>>,
+    ) -> Stack {
         let db = TestDb::new().await;
         let keys = TurnKeys::generate();
         let sandboxes = std::env::temp_dir().join(format!("rover-e2e-{}", uuid::Uuid::new_v4()));
@@ -175,14 +191,33 @@ impl Stack {
                 .unwrap()
         };
 
-        let (toolserver, line) =
-            start("rover-toolserver", &[], &env, "ready; waiting for shutdown");
+        let env_of = |service: &str| {
+            let mut env = env.clone();
+            env.extend(per_service.get(service).cloned().unwrap_or_default());
+            env
+        };
+        let (toolserver, line) = start(
+            "rover-toolserver",
+            &[],
+            &env_of("rover-toolserver"),
+            "ready; waiting for shutdown",
+        );
         processes.push(toolserver);
         let toolserver_http = http_of(&line);
-        let (worker, line) = start("rover-worker", &[], &env, "ready; waiting for shutdown");
+        let (worker, line) = start(
+            "rover-worker",
+            &[],
+            &env_of("rover-worker"),
+            "ready; waiting for shutdown",
+        );
         processes.push(worker);
         let worker_http = http_of(&line);
-        let (gateway, line) = start("rover-gateway", &[], &env, "ready; waiting for shutdown");
+        let (gateway, line) = start(
+            "rover-gateway",
+            &[],
+            &env_of("rover-gateway"),
+            "ready; waiting for shutdown",
+        );
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]
             .as_str()

@@ -56,7 +56,7 @@ pub use consume::{ConsumerHandle, ConsumerOptions, Delivery, Outcome};
 pub use error::{AmqpError, MessagingError, PublishError, RpcError};
 pub use publish::{OutgoingMessage, Publisher};
 pub use rpc::{DIRECT_REPLY_TO, RpcClient, RpcOptions};
-pub use topology::{TURN_ROUTING_KEY, Topology, turn_event_routing_key};
+pub use topology::{Permissions, Service, TURN_ROUTING_KEY, Topology, turn_event_routing_key};
 pub use trace::{Headers, extract, inject};
 
 /// Connects a service to the broker named in its settings and declares Rover's topology (with the
@@ -72,7 +72,8 @@ pub async fn connect_service(
     .await?;
     let topology = Topology::new(settings.prefix.clone())
         .with_delivery_limit(settings.delivery_limit)
-        .with_turns_max_length(settings.turns_max_length);
+        .with_turns_max_length(settings.turns_max_length)
+        .passive(!settings.declare_topology);
     broker.declare(&topology).await?;
     Ok((broker, topology))
 }

@@ -44,6 +44,30 @@ pub struct Topology {
     delivery_limit: u32,
     consumer_timeout: Duration,
     turns_max_length: u32,
+    /// Only check that the topology exists (passive declarations need no rights).
+    passive: bool,
+}
+
+/// A Rover service, for its broker user's rights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// Publishes turns; follows turn events on a queue of its own.
+    Gateway,
+    /// Consumes turns; publishes turn events and tool calls.
+    Worker,
+    /// Consumes tool calls; replies through the default exchange (Direct Reply-to).
+    ToolServer,
+}
+
+/// A broker user's rights in the vhost: RabbitMQ's `configure`, `write` and `read` regexes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    /// Names the user may declare or delete.
+    pub configure: String,
+    /// Exchanges the user may publish to, and queues it may bind.
+    pub write: String,
+    /// Queues the user may consume, and exchanges it may bind from.
+    pub read: String,
 }
 
 impl Default for Topology {
@@ -67,6 +91,49 @@ impl Topology {
             delivery_limit: Self::DEFAULT_DELIVERY_LIMIT,
             consumer_timeout: Self::DEFAULT_CONSUMER_TIMEOUT,
             turns_max_length: Self::DEFAULT_TURNS_MAX_LENGTH,
+            passive: false,
+        }
+    }
+
+    /// Only checks that the topology exists instead of declaring it: what a service whose broker
+    /// user has no `configure` right does.
+    #[must_use]
+    pub fn passive(mut self, passive: bool) -> Self {
+        self.passive = passive;
+        self
+    }
+
+    /// The least a service's broker user needs in the vhost, once the topology is declared
+    /// (`rover-toolserver broker setup`). Exchanges and queues that share a name (`{p}.turns`,
+    /// `{p}.tools`) cannot be told apart by RabbitMQ's regexes: a right on one is a right on the
+    /// other, which lets a user bind a queue it may write to an exchange it may read — a
+    /// misrouting nuisance, never a way to read or act beyond its role.
+    pub fn permissions(&self, service: Service) -> Permissions {
+        let p = regex_escape(&self.prefix);
+        // Server-named queues (`amq.gen-…`): the gateway's own queue for turn events.
+        let own = r"amq\.gen-.*";
+        let reply_to = r"amq\.rabbitmq\.reply-to.*";
+        let (configure, write, read) = match service {
+            Service::Gateway => (
+                format!("^{own}$"),
+                format!(r"^({p}\.turns|{own})$"),
+                format!(r"^({p}\.turn-events|{own})$"),
+            ),
+            Service::Worker => (
+                "^$".to_owned(),
+                format!(r"^({p}\.turn-events|{p}\.tools)$"),
+                format!(r"^({p}\.turns|{reply_to})$"),
+            ),
+            Service::ToolServer => (
+                "^$".to_owned(),
+                r"^amq\.default$".to_owned(),
+                format!(r"^{p}\.tools$"),
+            ),
+        };
+        Permissions {
+            configure,
+            write,
+            read,
         }
     }
 
@@ -146,6 +213,9 @@ impl Topology {
     /// Declares everything on `channel`. Every declaration is idempotent as long as the
     /// arguments do not change (RabbitMQ refuses to redeclare a queue with other arguments).
     pub(crate) async fn declare_on(&self, channel: &Channel) -> Result<(), MessagingError> {
+        if self.passive {
+            return self.check_on(channel).await;
+        }
         let dead = self.dead_letter_exchange();
         for (exchange, kind) in [
             (self.turns_exchange(), ExchangeKind::Direct),
@@ -187,6 +257,44 @@ impl Topology {
             bind(channel, &dead_queue, &dead, &work_queue).await?;
             declare_queue(channel, &work_queue, arguments).await?;
             bind(channel, &work_queue, &exchange, binding_key).await?;
+        }
+        Ok(())
+    }
+
+    /// Checks that every exchange and queue exists (passive declarations, which need no rights);
+    /// bindings cannot be checked this way and are trusted to the one who declared them.
+    async fn check_on(&self, channel: &Channel) -> Result<(), MessagingError> {
+        let passive = || ExchangeDeclareOptions {
+            passive: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        for (exchange, kind) in [
+            (self.turns_exchange(), ExchangeKind::Direct),
+            (self.turn_events_exchange(), ExchangeKind::Topic),
+            (self.tools_exchange(), ExchangeKind::Topic),
+            (self.dead_letter_exchange(), ExchangeKind::Direct),
+        ] {
+            channel
+                .exchange_declare(crate::short(&exchange)?, kind, passive(), FieldTable::default())
+                .await
+                .map_err(|e| MessagingError::amqp(format!("find exchange {exchange} (declared by `rover-toolserver broker setup`?)"), e))?;
+        }
+        for queue in [self.turns_queue(), self.tools_queue()] {
+            let options = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(crate::short(&queue)?, options, FieldTable::default())
+                .await
+                .map_err(|e| {
+                    MessagingError::amqp(
+                        format!(
+                            "find queue {queue} (declared by `rover-toolserver broker setup`?)"
+                        ),
+                        e,
+                    )
+                })?;
         }
         Ok(())
     }
@@ -275,4 +383,27 @@ pub(crate) async fn bind(
         .map_err(|e| {
             MessagingError::amqp(format!("bind {queue} to {exchange} with {binding_key}"), e)
         })
+}
+
+/// `text` with the regex metacharacters RabbitMQ's permission patterns know escaped.
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escape = "\\.+*?()|[]{}^$".contains(c);
+            escape.then_some('\\').into_iter().chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Service, Topology, regex_escape};
+
+    #[test]
+    fn a_prefix_is_matched_literally_in_the_rights() {
+        assert_eq!(regex_escape("rover.test+1"), r"rover\.test\+1");
+        let rights = Topology::new("a.b").permissions(Service::ToolServer);
+        assert_eq!(rights.read, r"^a\.b\.tools$");
+        assert_eq!(rights.configure, "^$", "services declare nothing");
+    }
 }

@@ -26,6 +26,10 @@ pub struct AmqpSettings {
     /// Most turns the turns queue holds; a turn published beyond it is refused (the gateway
     /// answers 503). Part of the queue's declaration, so every service must use the same value.
     pub turns_max_length: u32,
+    /// Declare the exchanges, queues and bindings at start-up (needs the `configure` right on
+    /// them). `false`: only check they exist, as a least-privilege service user must (the
+    /// topology is then declared once by `rover-toolserver broker setup` as an administrator).
+    pub declare_topology: bool,
 }
 
 impl Default for AmqpSettings {
@@ -38,6 +42,7 @@ impl Default for AmqpSettings {
             rpc_attempt_timeout_ms: 10_000,
             rpc_attempts: 3,
             turns_max_length: 10_000,
+            declare_topology: true,
         }
     }
 }

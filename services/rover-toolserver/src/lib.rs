@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use rover_messaging::{Broker, ConsumerOptions, Topology};
+use rover_messaging::{Broker, ConsumerOptions, Permissions, Service, Topology};
 use rover_settings::{
     AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings, VerifierSettings,
 };
@@ -171,4 +171,24 @@ impl App {
 /// Builds and runs the tool server until `shutdown` resolves.
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     App::build(settings).await?.run(shutdown).await
+}
+
+/// `rover-toolserver broker setup`: declares the whole topology with the configured (administrator)
+/// broker user, and returns each service's least-privilege rights in that vhost, for
+/// `rabbitmqctl set_permissions` (ARCHITECTURE.md, *Broker users*).
+pub async fn broker_setup(settings: &Settings) -> anyhow::Result<Vec<(&'static str, Permissions)>> {
+    let mut amqp = settings.amqp.clone();
+    amqp.declare_topology = true;
+    let (broker, topology) = rover_messaging::connect_service(&amqp, "rover-broker-setup")
+        .await
+        .context("Failed to connect to RabbitMQ and declare the topology")?;
+    broker.close().await;
+    Ok([
+        ("rover-gateway", Service::Gateway),
+        ("rover-worker", Service::Worker),
+        ("rover-toolserver", Service::ToolServer),
+    ]
+    .into_iter()
+    .map(|(name, service)| (name, topology.permissions(service)))
+    .collect())
 }

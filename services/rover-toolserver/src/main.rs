@@ -20,6 +20,19 @@ enum Command {
     /// Database administration.
     #[command(subcommand)]
     Db(Db),
+    /// Broker administration.
+    #[command(subcommand)]
+    Broker(Broker),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Broker {
+    /// Declare the exchanges, queues and bindings (as the configured, administrator user), then
+    /// print each service's least-privilege rights in that vhost, one line per service:
+    /// `<user> <configure> <write> <read>`, tab-separated, for `rabbitmqctl set_permissions`.
+    /// Services whose users have only these rights run with ROVER_AMQP__DECLARE_TOPOLOGY=false.
+    /// Safe to run again.
+    Setup,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -34,6 +47,19 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         None => rover_service::run("rover-toolserver", &cli.service, rover_toolserver::run).await,
+        Some(Command::Broker(Broker::Setup)) => {
+            rover_service::init_process();
+            let settings: rover_toolserver::Settings = cli.service.load()?;
+            let rights = rover_toolserver::broker_setup(&settings).await?;
+            eprintln!("rover-toolserver: the broker topology is declared; each service's rights:");
+            for (user, p) in rights {
+                #[allow(clippy::print_stdout)]
+                {
+                    println!("{user}\t{}\t{}\t{}", p.configure, p.write, p.read);
+                }
+            }
+            Ok(())
+        }
         Some(Command::Db(Db::Setup(args))) => {
             rover_service::init_process();
             rover_toolserver::database::setup(&args).await?;
