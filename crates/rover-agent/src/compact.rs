@@ -16,8 +16,10 @@
 //! servers. Set the budget with that margin in mind.
 
 use futures::StreamExt as _;
+use rover_contracts::wire::TokenUsage;
 use serde_json::{Value, json};
 
+use crate::budget::TurnBudget;
 use crate::model::{ModelClient, ModelError};
 
 /// Estimated bytes of JSON per token.
@@ -166,9 +168,11 @@ fn stub(message: &Value, budget: Budget) -> Value {
 }
 
 /// Folds `messages` (a run of whole turns) into `previous`, asking the model in pieces small
-/// enough for the budget; the result is cut to the summary's share of the budget.
+/// enough for the budget; the result is cut to the summary's share of the budget. Each
+/// summarising call is paid from the turn's `spend` like any other model call.
 pub async fn summarise(
     model: &ModelClient,
+    spend: &TurnBudget,
     previous: Option<&str>,
     messages: &[Value],
     budget: Budget,
@@ -184,7 +188,7 @@ pub async fn summarise(
             && (line.is_empty()
                 || (piece.len() + line.len()).div_ceil(BYTES_PER_TOKEN) > piece_room);
         if full {
-            summary = fold(model, &summary, &piece, limit).await?;
+            summary = fold(model, spend, &summary, &piece, limit).await?;
             piece.clear();
         }
         // A single line larger than a piece is cut to fit it.
@@ -197,6 +201,7 @@ pub async fn summarise(
 /// One summarising request: the summary so far and a piece of the transcript, into a summary.
 async fn fold(
     model: &ModelClient,
+    spend: &TurnBudget,
     summary: &str,
     piece: &str,
     limit: usize,
@@ -223,15 +228,36 @@ async fn fold(
         json!({ "role": "system", "content": "You summarise conversations faithfully and briefly." }),
         json!({ "role": "user", "content": request }),
     ];
-    let mut stream = model.stream(&messages, &[]).await?;
+    let prompt: usize = messages.iter().map(estimate).sum();
+    let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
+    let reservation = spend.before_model_call(prompt).await?;
     let mut text = String::new();
-    while let Some(chunk) = stream.chunks.next().await {
-        for choice in chunk?.choices {
-            if let Some(delta) = choice.delta.content {
-                text.push_str(&delta);
+    let mut reported = None;
+    let streamed = async {
+        let mut stream = model.stream(&messages, &[]).await?;
+        while let Some(chunk) = stream.chunks.next().await {
+            let chunk = chunk?;
+            if let Some(usage) = &chunk.usage {
+                reported = Some(TokenUsage {
+                    input_tokens: usage.prompt_tokens.into(),
+                    output_tokens: usage.completion_tokens.into(),
+                });
+            }
+            for choice in chunk.choices {
+                if let Some(delta) = choice.delta.content {
+                    text.push_str(&delta);
+                }
             }
         }
+        Ok::<_, ModelError>(())
     }
+    .await;
+    let used = reported.unwrap_or(TokenUsage {
+        input_tokens: prompt,
+        output_tokens: u64::try_from(text.len().div_ceil(BYTES_PER_TOKEN)).unwrap_or(u64::MAX),
+    });
+    spend.after_model_call(reservation, used).await;
+    streamed?;
     let text = text.trim();
     if text.is_empty() {
         return Err(ModelError::Malformed(

@@ -731,6 +731,21 @@ async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Result<(), Fai
     })
 }
 
+/// A turn stopped by a spent budget: counted by limit, and told to the client in one sentence.
+fn spent_budget(shared: &Shared, spent: &rover_agent::budget::BudgetError) -> Failure {
+    shared
+        .turns
+        .budget_exceeded
+        .get_or_create(&rover_telemetry::metrics::LimitLabels {
+            limit: spent.limit(),
+        })
+        .inc();
+    Failure {
+        code: ErrorCode::BudgetExceeded,
+        message: spent.to_string(),
+    }
+}
+
 fn school_of(request: &TurnRequest) -> rover_contracts::ids::SchoolId {
     request.context.user_details.school.id
 }
@@ -852,7 +867,7 @@ async fn run_request(
             sandbox: sandbox.is_some(),
         },
     );
-    let history = window(shared, request, &agent, history, summary).await?;
+    let history = window(shared, request, &agent, history, summary, budget).await?;
     let deps = TurnDeps {
         model: &shared.model,
         tools: &shared.tools,
@@ -873,19 +888,7 @@ async fn run_request(
     let result = run_turn(&agent, history, &request.input, deps)
         .await
         .map_err(|e| match e {
-            rover_agent::model::ModelError::Budget(spent) => {
-                shared
-                    .turns
-                    .budget_exceeded
-                    .get_or_create(&rover_telemetry::metrics::LimitLabels {
-                        limit: spent.limit(),
-                    })
-                    .inc();
-                Failure {
-                    code: ErrorCode::BudgetExceeded,
-                    message: spent.to_string(),
-                }
-            }
+            rover_agent::model::ModelError::Budget(spent) => spent_budget(shared, &spent),
             rover_agent::model::ModelError::Journal(error) => {
                 tracing::error!(%error, "could not record the turn's progress");
                 Failure {
@@ -925,6 +928,7 @@ async fn window(
     agent: &Agent,
     history: Vec<Value>,
     stored: Option<(usize, String)>,
+    spend: &rover_agent::budget::TurnBudget,
 ) -> Result<Vec<Value>, Failure> {
     let budget = Budget {
         max_tokens: shared.settings.agent.context_budget_tokens,
@@ -950,11 +954,16 @@ async fn window(
         };
         tracing::Span::current().record("summarised", to);
         let previous = summary.as_ref().map(|s| s.text.as_str());
-        let text = compact::summarise(&shared.model, previous, &history[from..to], budget)
+        let text = compact::summarise(&shared.model, spend, previous, &history[from..to], budget)
             .await
-            .map_err(|e| Failure {
-                code: ErrorCode::ModelError,
-                message: format!("The assistant's model failed while summarising the thread: {e}"),
+            .map_err(|e| match e {
+                rover_agent::model::ModelError::Budget(spent) => spent_budget(shared, &spent),
+                e => Failure {
+                    code: ErrorCode::ModelError,
+                    message: format!(
+                        "The assistant's model failed while summarising the thread: {e}"
+                    ),
+                },
             })?;
         let saved = async {
             let mut tx =

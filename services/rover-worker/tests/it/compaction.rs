@@ -164,4 +164,9 @@ async fn a_300_turn_thread_answers_within_the_budget_through_a_stored_summary() 
     let requests = stack.model_requests().await;
     assert_eq!(requests.iter().filter(|r| is_compaction(r)).count(), before);
     assert!(requests.iter().all(|r| request_cost(r) <= BUDGET));
+    // Summarising is paid for like any model call: every request is in the turns' usage.
+    let paid = stack
+        .count("SELECT coalesce(sum(model_calls), 0)::bigint FROM token_usage")
+        .await;
+    assert_eq!(usize::try_from(paid).unwrap(), requests.len());
 }
