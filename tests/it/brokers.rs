@@ -104,38 +104,39 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
             "{what}: {error}"
         );
     };
-    let message = || OutgoingMessage::new(b"{}".to_vec());
-    let gateway = connect("rover-gateway").await;
-    refused(
-        "the gateway publishes a tool call",
-        gateway
-            .publisher()
-            .publish(&topology.tools_exchange(), "create.department", message())
-            .await
-            .map_err(|e| format!("{e:?}")),
-    );
-    let worker = connect("rover-worker").await;
-    refused(
-        "the worker publishes a turn",
-        worker
-            .publisher()
-            .publish(
-                &topology.turns_exchange(),
-                rover_messaging::TURN_ROUTING_KEY,
-                message(),
-            )
-            .await
-            .map_err(|e| format!("{e:?}")),
-    );
+    // Each user publishing where only another service may.
+    for (service, exchange, key, what) in [
+        (
+            "rover-gateway",
+            topology.tools_exchange(),
+            "create.department",
+            "the gateway publishes a tool call",
+        ),
+        (
+            "rover-worker",
+            topology.turns_exchange(),
+            rover_messaging::TURN_ROUTING_KEY,
+            "the worker publishes a turn",
+        ),
+        (
+            "rover-toolserver",
+            topology.turn_events_exchange(),
+            "turn.x",
+            "the tool server publishes a turn event",
+        ),
+    ] {
+        let broker = connect(service).await;
+        let message = OutgoingMessage::new(b"{}".to_vec());
+        refused(
+            what,
+            broker
+                .publisher()
+                .publish(&exchange, key, message)
+                .await
+                .map_err(|e| format!("{e:?}")),
+        );
+    }
     let toolserver = connect("rover-toolserver").await;
-    refused(
-        "the tool server publishes a turn event",
-        toolserver
-            .publisher()
-            .publish(&topology.turn_events_exchange(), "turn.x", message())
-            .await
-            .map_err(|e| format!("{e:?}")),
-    );
     refused(
         "the tool server declares a queue",
         toolserver
