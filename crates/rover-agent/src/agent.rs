@@ -1,6 +1,7 @@
-//! Building the agent for one turn: which tools, skills and subagents the caller gets, and the
-//! system prompt assembled from those very arrays — so the prompt's tool inventory and delegate
-//! roster cannot drift from what the model is actually given.
+//! What an agent of a turn is: its tools (contract and model-facing definition), skills and
+//! subagents, and the checks of a call's arguments against a tool's schema. `build` assembles
+//! one from the runtime context; `prompt` words it — from the same arrays, so the prompt's tool
+//! inventory and delegate roster cannot drift from what the model is actually given.
 //!
 //! *Architecture Invariant*: nothing here is cached per caller. The only process-wide cache is the
 //! tool *definitions* (name, description, JSON schema), which are static data of the contracts.
@@ -8,12 +9,11 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use rover_contracts::context::{RuntimeContext, Subagent};
-use rover_contracts::tools::{Effect, Owner, REGISTRY, ToolContract, ToolKind};
+use rover_contracts::context::Subagent;
+use rover_contracts::tools::{Effect, REGISTRY, ToolContract};
 use serde_json::{Value, json};
 
-use crate::prompt;
-use crate::skills::{Skill, SkillLibrary};
+use crate::skills::Skill;
 
 /// A tool as one agent holds it: its contract and the definition sent to the model.
 #[derive(Debug, Clone, Copy)]
@@ -89,90 +89,8 @@ pub struct Mounts {
     pub sandbox: bool,
 }
 
-/// Builds this turn's agent from the caller's runtime context.
-pub fn build_agent(context: &RuntimeContext, skills: &SkillLibrary, mounts: Mounts) -> Agent {
-    let subagents: Vec<Agent> = context
-        .capabilities
-        .subagents()
-        .map(|s| build_subagent(context, skills, mounts, s))
-        .collect();
-    let tools = select_tools(context, Owner::Rover, mounts, !subagents.is_empty());
-    let skills: Vec<SkillRef> = skills
-        .for_agent(None)
-        .into_iter()
-        .map(SkillRef::from)
-        .collect();
-    let system_prompt = prompt::supervisor(context, &tools, &subagents, &skills);
-    Agent {
-        subagent: None,
-        tools,
-        subagents,
-        skills,
-        system_prompt,
-    }
-}
-
-fn build_subagent(
-    context: &RuntimeContext,
-    skills: &SkillLibrary,
-    mounts: Mounts,
-    role: Subagent,
-) -> Agent {
-    let tools = select_tools(context, Owner::Subagent(role), mounts, false);
-    let skills: Vec<SkillRef> = skills
-        .for_agent(Some(role))
-        .into_iter()
-        .map(SkillRef::from)
-        .collect();
-    let system_prompt = prompt::subagent(role, context, &tools, &skills);
-    Agent {
-        subagent: Some(role),
-        tools,
-        subagents: Vec::new(),
-        skills,
-        system_prompt,
-    }
-}
-
-/// The local tools every subagent gets besides its own RPC tools.
-const SUBAGENT_LOCAL: [&str; 2] = ["get_current_date", "read_file"];
-
-fn select_tools(
-    context: &RuntimeContext,
-    owner: Owner,
-    mounts: Mounts,
-    has_delegates: bool,
-) -> Vec<AgentTool> {
-    let definitions = definitions();
-    REGISTRY
-        .iter()
-        .copied()
-        .filter(|contract| match contract.kind {
-            ToolKind::Rpc { .. } => {
-                contract.owner == owner
-                    && contract
-                        .required_permission()
-                        .is_none_or(|p| context.user_permissions.allows(p))
-            }
-            ToolKind::Local { needs_sandbox } => {
-                let mine = match owner {
-                    Owner::Rover => contract.name != "task" || has_delegates,
-                    Owner::Subagent(_) => SUBAGENT_LOCAL.contains(&contract.name),
-                };
-                mine && (!needs_sandbox || mounts.sandbox)
-            }
-        })
-        .filter_map(|contract| {
-            Some(AgentTool {
-                contract,
-                definition: definitions.get(contract.name)?,
-            })
-        })
-        .collect()
-}
-
 /// The model-facing definition of every tool, built once per process from the contracts.
-fn definitions() -> &'static HashMap<&'static str, Value> {
+pub(crate) fn definitions() -> &'static HashMap<&'static str, Value> {
     static DEFINITIONS: OnceLock<HashMap<&'static str, Value>> = OnceLock::new();
     DEFINITIONS.get_or_init(|| {
         REGISTRY

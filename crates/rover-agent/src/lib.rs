@@ -4,16 +4,21 @@
 
 pub mod agent;
 pub mod budget;
+mod build;
 pub mod compact;
+mod deps;
+mod journal;
 mod local;
 pub mod model;
 pub mod prompt;
+mod rpc;
 pub mod run;
 pub mod sandbox;
 pub mod skills;
+mod step;
 
-pub use agent::{Agent, Mounts, build_agent};
-pub use run::{
-    AgentMetrics, ArtifactStore, Emitted, Events, Journal, NewArtifact, StepPart, StepRecorder,
-    ToolRpc, TurnDeps, TurnResult, pending_question, run_turn,
-};
+pub use agent::{Agent, Mounts};
+pub use build::build_agent;
+pub use deps::{AgentMetrics, ArtifactStore, Emitted, Events, NewArtifact, ToolRpc, TurnDeps};
+pub use journal::{Journal, StepPart, StepRecorder};
+pub use run::{TurnResult, pending_question, run_turn};

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::agent::Agent;
-use crate::run::{NewArtifact, TurnDeps};
+use crate::deps::{NewArtifact, TurnDeps};
 
 /// The activity label of a tool; for an unknown name, copy derived from its verb.
 pub(crate) fn label(name: &str) -> String {

@@ -6,15 +6,13 @@
 //! of 401 for them (see [`crate::limits::FailureLimiter`]); a valid token always passes.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
@@ -28,14 +26,10 @@ use serde::{Deserialize, Serialize};
 use crate::AuthSettings;
 use crate::error::ApiError;
 use crate::limits::FailureLimiter;
-use crate::state::AppState;
 
 /// The built-in HS256 secret of development mode (`auth.development = true`). It is printed here,
 /// so anyone can sign tokens with it: outside development mode it is refused, even when configured.
 pub const DEVELOPMENT_HS256_SECRET: &str = "rover-development-secret-change-me";
-
-/// The header a trusted reverse proxy names the client in.
-const X_FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The shortest HS256 secret accepted, in bytes.
 const MIN_HS256_SECRET_BYTES: usize = 16;
@@ -55,24 +49,6 @@ const JWKS_REFETCH_COOLDOWN: Duration = Duration::from_secs(60);
 pub struct Principal {
     /// The user the token was issued to.
     pub user_id: UserId,
-}
-
-/// Handlers take `principal: Principal` to require a valid bearer token; a request without one is
-/// answered with 401 before the handler runs.
-impl FromRequestParts<AppState> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let forwarded_for = parts
-            .headers
-            .get(X_FORWARDED_FOR)
-            .and_then(|v| v.to_str().ok());
-        let client = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| state.proxies.client(peer.ip(), forwarded_for));
-        state.auth.authenticate_from(&parts.headers, client).await
-    }
 }
 
 /// Verifies bearer tokens with the configured, pinned algorithm.

@@ -1,6 +1,10 @@
 //! Who is calling: from an authenticated principal to their school, runtime context, identity and
 //! call scope — minted from live rows on every request, never from the request body.
 
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
 use rover_contracts::ErrorCode;
 use rover_contracts::context::{Attachment, CallScope, Identity, RuntimeContext};
 use rover_contracts::ids::{CampusId, SchoolId};
@@ -9,6 +13,27 @@ use rover_domain::TenantTx;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// The header a trusted reverse proxy names the client in.
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+
+/// Handlers take `principal: Principal` to require a valid bearer token; a request without one is
+/// answered with 401 before the handler runs.
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let forwarded_for = parts
+            .headers
+            .get(X_FORWARDED_FOR)
+            .and_then(|v| v.to_str().ok());
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| state.proxies.client(peer.ip(), forwarded_for));
+        state.auth.authenticate_from(&parts.headers, client).await
+    }
+}
 
 /// A caller resolved against live rows.
 #[derive(Debug, Clone)]

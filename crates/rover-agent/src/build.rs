@@ -1,0 +1,91 @@
+//! Building the agent for one turn from the caller's runtime context: which tools, skills and
+//! subagents the caller gets, and the system prompt assembled from those very arrays.
+
+use rover_contracts::context::{RuntimeContext, Subagent};
+use rover_contracts::tools::{Owner, REGISTRY, ToolKind};
+
+use crate::agent::{Agent, AgentTool, Mounts, SkillRef, definitions};
+use crate::prompt;
+use crate::skills::SkillLibrary;
+
+/// Builds this turn's agent from the caller's runtime context.
+pub fn build_agent(context: &RuntimeContext, skills: &SkillLibrary, mounts: Mounts) -> Agent {
+    let subagents: Vec<Agent> = context
+        .capabilities
+        .subagents()
+        .map(|s| build_subagent(context, skills, mounts, s))
+        .collect();
+    let tools = select_tools(context, Owner::Rover, mounts, !subagents.is_empty());
+    let skills: Vec<SkillRef> = skills
+        .for_agent(None)
+        .into_iter()
+        .map(SkillRef::from)
+        .collect();
+    let system_prompt = prompt::supervisor(context, &tools, &subagents, &skills);
+    Agent {
+        subagent: None,
+        tools,
+        subagents,
+        skills,
+        system_prompt,
+    }
+}
+
+pub(crate) fn build_subagent(
+    context: &RuntimeContext,
+    skills: &SkillLibrary,
+    mounts: Mounts,
+    role: Subagent,
+) -> Agent {
+    let tools = select_tools(context, Owner::Subagent(role), mounts, false);
+    let skills: Vec<SkillRef> = skills
+        .for_agent(Some(role))
+        .into_iter()
+        .map(SkillRef::from)
+        .collect();
+    let system_prompt = prompt::subagent(role, context, &tools, &skills);
+    Agent {
+        subagent: Some(role),
+        tools,
+        subagents: Vec::new(),
+        skills,
+        system_prompt,
+    }
+}
+
+/// The local tools every subagent gets besides its own RPC tools.
+pub(crate) const SUBAGENT_LOCAL: [&str; 2] = ["get_current_date", "read_file"];
+
+pub(crate) fn select_tools(
+    context: &RuntimeContext,
+    owner: Owner,
+    mounts: Mounts,
+    has_delegates: bool,
+) -> Vec<AgentTool> {
+    let definitions = definitions();
+    REGISTRY
+        .iter()
+        .copied()
+        .filter(|contract| match contract.kind {
+            ToolKind::Rpc { .. } => {
+                contract.owner == owner
+                    && contract
+                        .required_permission()
+                        .is_none_or(|p| context.user_permissions.allows(p))
+            }
+            ToolKind::Local { needs_sandbox } => {
+                let mine = match owner {
+                    Owner::Rover => contract.name != "task" || has_delegates,
+                    Owner::Subagent(_) => SUBAGENT_LOCAL.contains(&contract.name),
+                };
+                mine && (!needs_sandbox || mounts.sandbox)
+            }
+        })
+        .filter_map(|contract| {
+            Some(AgentTool {
+                contract,
+                definition: definitions.get(contract.name)?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,57 @@
+//! The journal of a turn's agent loops: each completed part (a model answer, a tool result) is
+//! recorded before the loop moves on, and replayed when a redelivered turn runs again.
+
+use serde_json::Value;
+
+/// A completed part of a turn's agent loop: the model's answer in a step (`part` = `"model"`), or
+/// one tool call's result (`part` = the call id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPart {
+    /// `""` for Rover, the `task` call id for a subagent's run.
+    pub agent: String,
+    /// The agent's model step.
+    pub step: u32,
+    /// `"model"`, or the tool call id.
+    pub part: String,
+    /// The assistant message (OpenAI format), or the tool's envelope.
+    pub record: Value,
+}
+
+/// The part name of a step's model answer.
+pub(crate) const MODEL_PART: &str = "model";
+
+/// Stores a [`StepPart`] durably (the worker's: a row in Postgres, in the caller's tenant).
+pub type StepRecorder =
+    dyn Fn(StepPart) -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync;
+
+/// The parts a turn recorded before it was interrupted.
+#[derive(Debug, Default, Clone)]
+pub struct Journal {
+    parts: std::collections::HashMap<(String, u32, String), Value>,
+}
+
+impl Journal {
+    /// A journal of `parts`.
+    pub fn new(parts: impl IntoIterator<Item = StepPart>) -> Self {
+        Self {
+            parts: parts
+                .into_iter()
+                .map(|p| ((p.agent, p.step, p.part), p.record))
+                .collect(),
+        }
+    }
+
+    /// How many parts it holds.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether it holds nothing (a fresh turn).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    pub(crate) fn get(&self, agent: &str, step: u32, part: &str) -> Option<&Value> {
+        self.parts.get(&(agent.to_owned(), step, part.to_owned()))
+    }
+}

@@ -1,0 +1,216 @@
+//! One model step: the streamed answer read into text and tool calls (or replayed from the
+//! journal), and the assistant message it leaves in the conversation.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use futures::StreamExt as _;
+use rover_contracts::wire::{TokenUsage, TurnEventKind};
+use serde_json::{Value, json};
+
+use crate::deps::TurnDeps;
+use crate::local;
+use crate::model::ModelError;
+
+/// A tool call the model made, as assembled from the stream.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Call {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+}
+
+/// Emits a recorded model answer as it was streamed and returns its text and calls.
+pub(crate) fn replay_model(
+    assistant: &Value,
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+) -> (String, Vec<Call>) {
+    let text = assistant["content"].as_str().unwrap_or_default().to_owned();
+    if !text.is_empty() {
+        let id = format!("{step}-text");
+        emit(TurnEventKind::TextStart { id: id.clone() });
+        emit(TurnEventKind::TextDelta {
+            id: id.clone(),
+            delta: text.clone(),
+        });
+        emit(TurnEventKind::TextEnd { id });
+    }
+    let calls: Vec<Call> = assistant["tool_calls"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|call| Call {
+            id: call["id"].as_str().unwrap_or_default().to_owned(),
+            name: call["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            arguments: call["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .collect();
+    for call in &calls {
+        emit(TurnEventKind::ToolInputStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            label: local::label(&call.name),
+        });
+    }
+    (text, calls)
+}
+
+/// Streams one model call: emits text as it arrives and tool-input starts as calls appear.
+pub(crate) async fn stream_step(
+    deps: TurnDeps<'_>,
+    conversation: &[Value],
+    tools: &[Value],
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+) -> Result<(String, Vec<Call>), ModelError> {
+    let prompt: usize = conversation
+        .iter()
+        .chain(tools)
+        .map(crate::compact::estimate)
+        .sum();
+    let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
+    let reservation = deps.budget.before_model_call(prompt).await?;
+    let started = Instant::now();
+    let mut usage = None;
+    let mut model = deps.model.model().to_owned();
+    let streamed = async {
+        let mut stream = deps.model.stream(conversation, tools).await?;
+        tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
+        model = stream.model;
+        read_step(&mut stream.chunks, step, emit, &mut usage).await
+    }
+    .await;
+    if let Some(metrics) = deps.metrics {
+        metrics
+            .model
+            .observe(&model, streamed.is_ok(), started.elapsed(), usage);
+    }
+    // What the model reported; a server that reports nothing is charged the estimate.
+    let used = match (usage, &streamed) {
+        (Some((input, output)), _) => TokenUsage {
+            input_tokens: input.into(),
+            output_tokens: output.into(),
+        },
+        (None, Ok((text, calls))) => TokenUsage {
+            input_tokens: prompt,
+            output_tokens: (text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>())
+                .div_ceil(4) as u64,
+        },
+        (None, Err(_)) => TokenUsage {
+            input_tokens: prompt,
+            output_tokens: 0,
+        },
+    };
+    deps.budget.after_model_call(reservation, used).await;
+    if deps.capture_content
+        && let Ok((text, _)) = &streamed
+    {
+        tracing::Span::current().record("gen_ai.output.text", text.as_str());
+    }
+    streamed
+}
+
+/// Reads one model call's stream to its end.
+pub(crate) async fn read_step(
+    stream: &mut crate::model::ChunkStream,
+    step: &str,
+    emit: &impl Fn(TurnEventKind),
+    usage_seen: &mut Option<(u32, u32)>,
+) -> Result<(String, Vec<Call>), ModelError> {
+    let text_id = format!("{step}-text");
+    let mut text = String::new();
+    let mut calls: BTreeMap<u32, Call> = BTreeMap::new();
+    let mut finish_reason = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if let Some(usage) = &chunk.usage {
+            *usage_seen = Some((usage.prompt_tokens, usage.completion_tokens));
+            tracing::Span::current().record("gen_ai.usage.input_tokens", usage.prompt_tokens);
+            tracing::Span::current().record("gen_ai.usage.output_tokens", usage.completion_tokens);
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
+                if text.is_empty() {
+                    emit(TurnEventKind::TextStart {
+                        id: text_id.clone(),
+                    });
+                }
+                text.push_str(&delta);
+                emit(TurnEventKind::TextDelta {
+                    id: text_id.clone(),
+                    delta,
+                });
+            }
+            for piece in choice.delta.tool_calls.unwrap_or_default() {
+                let call = calls.entry(piece.index).or_default();
+                if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+                    // Scope the model's id to the agent and step, so ids never repeat in a turn.
+                    call.id = format!("{step}-{}", id.chars().take(64).collect::<String>());
+                }
+                if let Some(function) = piece.function {
+                    if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                        call.name = name;
+                        let label = local::label(&call.name);
+                        let id = if call.id.is_empty() {
+                            format!("{step}-{}", piece.index)
+                        } else {
+                            call.id.clone()
+                        };
+                        call.id = id.clone();
+                        emit(TurnEventKind::ToolInputStart {
+                            tool_call_id: id,
+                            tool_name: call.name.clone(),
+                            label,
+                        });
+                    }
+                    if let Some(arguments) = function.arguments {
+                        call.arguments.push_str(&arguments);
+                    }
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                finish_reason = Some(format!("{reason:?}").to_lowercase());
+            }
+        }
+    }
+    if !text.is_empty() {
+        emit(TurnEventKind::TextEnd { id: text_id });
+    }
+    if let Some(reason) = &finish_reason {
+        tracing::Span::current().record("gen_ai.response.finish_reasons", reason.as_str());
+    }
+    let calls: Vec<Call> = calls.into_values().filter(|c| !c.name.is_empty()).collect();
+    if finish_reason.is_none() && calls.is_empty() && text.is_empty() {
+        return Err(ModelError::Malformed(
+            "the stream ended without a response".to_owned(),
+        ));
+    }
+    Ok((text, calls))
+}
+
+/// The assistant message of a step, as the conversation (and the journal) keep it.
+pub(crate) fn assistant_message(text: &str, calls: &[Call]) -> Value {
+    let mut assistant = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text.to_owned()) } });
+    if !calls.is_empty() {
+        assistant["tool_calls"] = calls
+            .iter()
+            .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+            .collect();
+    }
+    assistant
+}
+
+pub(crate) fn parse_arguments(arguments: &str) -> Result<Value, String> {
+    if arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(arguments).map_err(|e| format!("The arguments are not valid JSON: {e}."))
+}

@@ -1,0 +1,266 @@
+//! A chat POST's body, read and bounded: only the last message is taken (history is the
+//! server's), its text, attachments and tool answers checked against the limits.
+
+use axum::http::HeaderMap;
+use rover_contracts::ErrorCode;
+use rover_contracts::context::Attachment;
+use rover_contracts::ids::{CampusId, ThreadId};
+use rover_contracts::wire::TurnInput;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::{Settings, input};
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InputLimits {
+    pub(crate) max_json_depth: usize,
+    pub(crate) max_message_bytes: usize,
+    pub(crate) max_parts: usize,
+    pub(crate) max_attachments: usize,
+    pub(crate) max_attachment_url_bytes: usize,
+    pub(crate) max_attachment_name_bytes: usize,
+}
+
+impl From<&Settings> for InputLimits {
+    fn from(settings: &Settings) -> Self {
+        Self {
+            max_json_depth: settings.http.max_json_depth,
+            max_message_bytes: settings.chat.max_message_bytes,
+            max_parts: settings.chat.max_parts,
+            max_attachments: settings.chat.max_attachments,
+            max_attachment_url_bytes: settings.chat.max_attachment_url_bytes,
+            max_attachment_name_bytes: settings.chat.max_attachment_name_bytes,
+        }
+    }
+}
+
+/// A chat request as the gateway acts on it.
+#[derive(Debug)]
+pub(crate) struct ChatTurn {
+    pub(crate) thread: ThreadId,
+    pub(crate) input: TurnInput,
+    pub(crate) attachments: Vec<Attachment>,
+    /// The campus named in the body, if any.
+    pub(crate) campus: Option<CampusId>,
+}
+
+/// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
+/// the size limits. Every failure is a 400 or 413 [`ApiError`]; no input makes it panic (the
+/// property tests in `chat_fuzz.rs` feed it arbitrary and mutated bodies).
+pub(crate) fn parse_chat_request(body: &[u8], limits: &InputLimits) -> Result<ChatTurn, ApiError> {
+    let body: ChatRequest = input::parse_json(body, limits.max_json_depth).map_err(|error| {
+        // A chat body that does not fit is a malformed request, not a tool's bad arguments.
+        ApiError::new(ErrorCode::InvalidRequest, error.message)
+    })?;
+    let thread = thread_id(&body.id)?;
+    let (input, attachments) = turn_input(&body.messages, limits)?;
+    Ok(ChatTurn {
+        thread,
+        input,
+        attachments,
+        campus: body.campus_id,
+    })
+}
+
+/// `useChat`'s request body. Only the last message is used; the rest of `messages` is ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ChatRequest {
+    id: String,
+    #[serde(default)]
+    messages: Vec<UiMessage>,
+    /// An optional campus for a school-wide user's chat.
+    #[serde(default)]
+    campus_id: Option<CampusId>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct UiMessage {
+    role: String,
+    #[serde(default)]
+    parts: Vec<Value>,
+}
+
+/// The header a Hub may use to pick the chat's campus.
+pub(super) const CAMPUS_HEADER: &str = "x-rover-campus";
+
+/// The thread of a chat id: the id itself when it is a UUID, else a UUID derived from it, so any
+/// client-chosen id names one global thread (and another user's is a 404).
+pub(super) fn thread_id(chat: &str) -> Result<ThreadId, ApiError> {
+    if let Ok(id) = ThreadId::parse(chat) {
+        return Ok(id);
+    }
+    let valid = !chat.is_empty()
+        && chat.len() <= 200
+        && chat
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The chat id must be 1–200 letters, digits, '-' or '_'.",
+        ));
+    }
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_2a4e_9b7d_4c3a_8e21_5d0f_7a9b_c3e1);
+    Ok(ThreadId::from_uuid(uuid::Uuid::new_v5(
+        &NAMESPACE,
+        chat.as_bytes(),
+    )))
+}
+
+pub(super) fn too_large(message: String) -> ApiError {
+    ApiError::new(ErrorCode::TooLarge, message)
+}
+
+/// What the last message of the body asks for, and its attachments, within the limits.
+pub(super) fn turn_input(
+    messages: &[UiMessage],
+    limits: &InputLimits,
+) -> Result<(TurnInput, Vec<Attachment>), ApiError> {
+    let last = messages
+        .last()
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "The request has no messages."))?;
+    if last.parts.len() > limits.max_parts {
+        return Err(too_large(format!(
+            "The message has too many parts (at most {}).",
+            limits.max_parts
+        )));
+    }
+    match last.role.as_str() {
+        "user" => {
+            let text: Vec<&str> = last
+                .parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect();
+            let attachments: Vec<Attachment> = last
+                .parts
+                .iter()
+                .filter(|p| p["type"] == "file")
+                .filter_map(|p| {
+                    Some(Attachment {
+                        filename: p["filename"].as_str().map(str::to_owned),
+                        media_type: p["mediaType"].as_str()?.to_owned(),
+                        url: p["url"].as_str()?.to_owned(),
+                    })
+                })
+                .collect();
+            if attachments.len() > limits.max_attachments {
+                return Err(too_large(format!(
+                    "The message has too many attachments (at most {}).",
+                    limits.max_attachments
+                )));
+            }
+            attachments
+                .iter()
+                .try_for_each(|attachment| check_attachment(attachment, limits))?;
+            let text = text.join("\n");
+            if text.len() > limits.max_message_bytes {
+                return Err(too_large(format!(
+                    "The message is too long (at most {} bytes).",
+                    limits.max_message_bytes
+                )));
+            }
+            if text.trim().is_empty() && attachments.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "The last message is empty.",
+                ));
+            }
+            Ok((TurnInput::Message { text }, attachments))
+        }
+        // The one exception to "history is the server's": the answer to `ask_user`, which the
+        // worker accepts only for the call the thread is waiting on.
+        "assistant" => last
+            .parts
+            .iter()
+            .rev()
+            .find(|p| p["type"] == "tool-ask_user" && p["state"] == "output-available")
+            .and_then(|p| {
+                Some(TurnInput::AskUserAnswer {
+                    tool_call_id: p["toolCallId"].as_str()?.to_owned(),
+                    output: p["output"].clone(),
+                })
+            })
+            .map(|input| (input, Vec::new()))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "The last message answers no question.",
+                )
+            })
+            .and_then(|(input, attachments)| match &input {
+                TurnInput::AskUserAnswer { output, .. }
+                    if output.to_string().len() > limits.max_message_bytes =>
+                {
+                    Err(too_large(format!(
+                        "The answer is too long (at most {} bytes).",
+                        limits.max_message_bytes
+                    )))
+                }
+                _ => Ok((input, attachments)),
+            }),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The last message must be the user's.",
+        )),
+    }
+}
+
+/// An attachment is a link the Hub uploaded the file to: an `https` (or `http`) URL of bounded
+/// length, with a bounded name and media type. It travels in the runtime context, and so in
+/// every model call of the turn: inline `data:` URLs (the file itself) and other schemes are
+/// refused.
+pub(super) fn check_attachment(
+    attachment: &Attachment,
+    limits: &InputLimits,
+) -> Result<(), ApiError> {
+    let url = attachment.url.as_str();
+    if url.len() > limits.max_attachment_url_bytes {
+        return Err(too_large(format!(
+            "An attachment's URL is too long (at most {} bytes).",
+            limits.max_attachment_url_bytes
+        )));
+    }
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("https" | "http")) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "An attachment must be an https:// (or http://) link to the uploaded file.",
+        ));
+    }
+    let name = attachment.filename.as_deref().unwrap_or_default();
+    if name.len() > limits.max_attachment_name_bytes
+        || attachment.media_type.len() > limits.max_attachment_name_bytes
+    {
+        return Err(too_large(format!(
+            "An attachment's name or media type is too long (at most {} bytes).",
+            limits.max_attachment_name_bytes
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn campus_choice(
+    body: Option<CampusId>,
+    headers: &HeaderMap,
+) -> Result<Option<CampusId>, ApiError> {
+    if body.is_some() {
+        return Ok(body);
+    }
+    match headers
+        .get(CAMPUS_HEADER)
+        .map(|v| v.to_str().map(CampusId::parse))
+    {
+        None => Ok(None),
+        Some(Ok(Ok(id))) => Ok(Some(id)),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The campus header is not a campus id.",
+        )),
+    }
+}

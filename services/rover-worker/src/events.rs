@@ -1,0 +1,117 @@
+//! A turn's events: numbered, recorded before they are published, and published for whichever
+//! gateway follows the turn.
+
+use std::time::Instant;
+
+use rover_agent::Emitted;
+use rover_contracts::wire::{self, TurnEvent, TurnEventKind, TurnRequest};
+use rover_messaging::{OutgoingMessage, Publisher};
+
+use crate::Shared;
+use crate::resume::Continuation;
+
+/// Numbers, records and publishes a turn's events, in batches: each batch is recorded (for replay
+/// and resume) before it is published, so a client that reconnects never misses an event it could
+/// not have seen live. Events a client saw before a worker died are held back.
+pub(crate) async fn forward_events(
+    shared: &Shared,
+    request: &TurnRequest,
+    mut continuation: Continuation,
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<Emitted>,
+    first_token_from: Option<Instant>,
+) {
+    let turn = request.turn_id;
+    let (school, thread) = (request.context.user_details.school.id, request.thread_id);
+    let exchange = shared.topology.turn_events_exchange();
+    let mut first_token_from = first_token_from;
+    // A worker may have died between recording events and publishing them: publish what was
+    // recorded again (gateways drop the `seq`s they have), so no client waits for a lost one.
+    for event in continuation.recorded() {
+        publish_event(&shared.publisher, &exchange, event).await;
+    }
+    let mut batch = Vec::new();
+    while receiver.recv_many(&mut batch, 256).await > 0 {
+        let events: Vec<TurnEvent> = batch
+            .drain(..)
+            .filter_map(|emitted| {
+                continuation.admit(TurnEvent {
+                    turn_id: turn,
+                    seq: 0,
+                    subagent: emitted.subagent,
+                    event: emitted.event,
+                })
+            })
+            .collect();
+        if events.is_empty() {
+            continue;
+        }
+        if let Some(from) = first_token_from
+            && events
+                .iter()
+                .any(|e| e.subagent.is_none() && matches!(e.event, TurnEventKind::TextDelta { .. }))
+        {
+            first_token_from = None;
+            shared
+                .turns
+                .time_to_first_token
+                .observe(from.elapsed().as_secs_f64());
+        }
+        if let Err(error) = record_events(&shared.pool, school, thread, turn, &events).await {
+            tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+        }
+        if events
+            .iter()
+            .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
+        {
+            rover_settings::fault::point("worker.finish-recorded");
+        }
+        for event in &events {
+            publish_event(&shared.publisher, &exchange, event).await;
+        }
+    }
+}
+
+pub(crate) async fn publish_event(publisher: &Publisher, exchange: &str, event: &TurnEvent) {
+    let key = rover_messaging::turn_event_routing_key(&event.turn_id.to_string());
+    let message = OutgoingMessage::new(wire::encode(event))
+        .with_message_id(format!("{}/{}", event.turn_id, event.seq))
+        .transient();
+    match publisher.publish(exchange, &key, message).await {
+        Ok(()) => {}
+        // Nobody is streaming this turn right now; the recorded events serve a later resume.
+        Err(rover_messaging::PublishError::Unroutable { .. }) => {
+            tracing::debug!(seq = event.seq, "no gateway is following this turn")
+        }
+        Err(error) => tracing::warn!(%error, seq = event.seq, "could not publish a turn event"),
+    }
+}
+
+pub(crate) async fn record_events(
+    pool: &sqlx::PgPool,
+    school: rover_contracts::ids::SchoolId,
+    thread: rover_contracts::ids::ThreadId,
+    turn: rover_contracts::ids::TurnId,
+    events: &[TurnEvent],
+) -> Result<(), rover_domain::DomainError> {
+    let rows: Vec<(i32, serde_json::Value)> = events
+        .iter()
+        .map(|e| {
+            (
+                i32::try_from(e.seq).unwrap_or(i32::MAX),
+                serde_json::to_value(e).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut tx = rover_domain::begin_tenant(pool, school).await?;
+    rover_domain::conversation::record_events(&mut tx, thread, turn, &rows).await?;
+    // The turn ends with its `finish`, recorded here before it is published: from then on it no
+    // longer counts against its user, school or thread, so a client that saw the end can send
+    // the next message at once. A redelivered turn closes again, harmlessly.
+    if events
+        .iter()
+        .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
+    {
+        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+    }
+    tx.commit().await
+}

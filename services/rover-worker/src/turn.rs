@@ -1,0 +1,305 @@
+//! One turn, from its delivery to its settled message: identity check, what earlier deliveries
+//! left behind, the run under its deadline and budget, and the `finish` that always ends it.
+
+use std::time::{Duration, Instant};
+
+use rover_agent::{Emitted, Journal, StepPart};
+use rover_contracts::ErrorCode;
+use rover_contracts::identity::TurnVerifier;
+use rover_contracts::wire::{FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
+use rover_messaging::{Delivery, Outcome};
+use tracing::Instrument as _;
+
+use crate::events::forward_events;
+use crate::request::run_request;
+use crate::resume::Continuation;
+use crate::{Shared, budget};
+
+/// Runs one turn and settles its message. Every turn ends visibly: `finish`, or `error` then
+/// `finish`; the message is acked once the outcome is recorded.
+pub(crate) async fn handle_turn(
+    shared: &Shared,
+    request: TurnRequest,
+    delivery: Delivery,
+) -> Outcome {
+    let span = tracing::info_span!(
+        "rover.worker.turn",
+        turn_id = %request.turn_id,
+        thread_id = %request.thread_id,
+        redelivered = delivery.redelivered,
+        delivery_count = delivery.delivery_count,
+        rover.input.text = tracing::field::Empty,
+        rover.turn.finish_reason = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+    );
+    let turn = request.turn_id;
+    // The runtime context travels unsigned beside the signed identity; it must say the same, or
+    // the message was not minted by a gateway and is dead-lettered without running anything.
+    if let Err(reason) = check_identity(&shared.verifier, &request) {
+        tracing::warn!(turn_id = %turn, reason, "refusing a turn whose identity does not verify");
+        return Outcome::Reject;
+    }
+    if shared.settings.telemetry.capture_content
+        && let TurnInput::Message { text } = &request.input
+    {
+        span.record("rover.input.text", text.as_str());
+    }
+    // What an earlier delivery of this turn did, if a worker died running it.
+    let prior = match load_prior(shared, &request).instrument(span.clone()).await {
+        Ok(prior) => prior,
+        Err(error) => {
+            tracing::warn!(parent: &span, %error, "could not read the turn's journal; retrying the turn");
+            return Outcome::Retry;
+        }
+    };
+    if prior.continuation.finished() {
+        // Its worker may have died between recording the last events and publishing them.
+        tracing::info!(parent: &span, "the turn had already finished; sending its end again");
+        let (_, closed) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+        forward_events(shared, &request, prior.continuation, closed, None)
+            .instrument(span)
+            .await;
+        return Outcome::Ack;
+    }
+    if let Some(finish) = prior.completed {
+        // Its worker died after saving the turn, before sending `finish`: send it now.
+        tracing::info!(parent: &span, "the turn was done but never said so; finishing it");
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Finish {
+                reason: finish,
+                usage: None,
+            },
+        });
+        drop(sender);
+        forward_events(shared, &request, prior.continuation, receiver, None)
+            .instrument(span)
+            .await;
+        return Outcome::Ack;
+    }
+    let fresh = prior.journal.is_empty() && prior.continuation.next_seq() == 0;
+    // A turn that keeps failing its workers is stopped while a worker can still tell the client:
+    // on its last delivery it answers with an error, unrun, and goes to the dead-letter queue.
+    let give_up =
+        delivery.delivery_count + 1 >= u64::from(shared.settings.amqp.delivery_limit.max(1));
+    if !fresh {
+        tracing::info!(
+            parent: &span,
+            parts = prior.journal.len(),
+            events = prior.continuation.next_seq(),
+            delivery_count = delivery.delivery_count,
+            give_up,
+            "resuming a turn from its journal"
+        );
+    } else {
+        shared.turns.started.inc();
+    }
+    let started = Instant::now();
+    // The thread must exist (and be the caller's) before any event is recorded against it.
+    let owned = ensure_thread(shared, &request).await;
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+    // Events are published in the turn's span, so each carries the turn's trace context.
+    let forwarder = forward_events(
+        shared,
+        &request,
+        prior.continuation,
+        receiver,
+        fresh.then_some(started),
+    )
+    .instrument(span.clone());
+    let producer = async {
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Start {
+                message_id: request.message_id.clone(),
+                trace_id: rover_telemetry::trace_id(&span),
+            },
+        });
+        let budget = budget::turn_budget(&shared.settings.budget, &shared.pool, &request);
+        let outcome = if give_up {
+            Err(Failure {
+                code: ErrorCode::Internal,
+                message: "This request failed repeatedly and was stopped. Please try again, or \
+                      rephrase it."
+                    .to_owned(),
+            })
+        } else {
+            rover_settings::fault::point("worker.turn");
+            let deadline = Duration::from_millis(shared.settings.agent.turn_timeout_ms);
+            async {
+                owned?;
+                tokio::time::timeout(
+                    deadline,
+                    run_request(shared, &request, &sender, &prior.journal, &budget),
+                )
+                .await
+                .map_err(|_| Failure {
+                    code: ErrorCode::DeadlineExceeded,
+                    message: "This took too long and was stopped. Please try again.".to_owned(),
+                })?
+            }
+            .instrument(span.clone())
+            .await
+        };
+        let finish = match outcome {
+            Ok(finish) => finish,
+            Err(failure) => {
+                tracing::warn!(parent: &span, error = %failure.message, give_up, "turn failed");
+                let _ = sender.send(Emitted {
+                    subagent: None,
+                    event: TurnEventKind::Error {
+                        code: failure.code,
+                        message: failure.message,
+                    },
+                });
+                FinishReason::Error
+            }
+        };
+        // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
+        span.record("rover.turn.finish_reason", tracing::field::debug(finish));
+        tracing::info!(
+            parent: &span,
+            turn_id = %request.turn_id,
+            ?finish,
+            took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "turn finished"
+        );
+        shared
+            .turns
+            .duration
+            .observe(started.elapsed().as_secs_f64());
+        if finish == FinishReason::Error {
+            shared.turns.failed.inc();
+        } else {
+            shared.turns.completed.inc();
+        }
+        // The ledger has every delivery's calls; this one's are the fallback.
+        let usage = budget::settled_usage(&shared.pool, school_of(&request), request.turn_id)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(parent: &span, %error, "could not read the turn's token usage");
+                budget.usage()
+            });
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+        let _ = sender.send(Emitted {
+            subagent: None,
+            event: TurnEventKind::Finish {
+                reason: finish,
+                usage: Some(usage),
+            },
+        });
+        drop(sender);
+    };
+    tokio::join!(producer, forwarder);
+    if give_up {
+        Outcome::Reject
+    } else {
+        Outcome::Ack
+    }
+}
+
+/// What earlier deliveries of a turn left behind.
+pub(crate) struct Prior {
+    /// The turn's messages are in the thread's history: it did its work, and ended so.
+    completed: Option<FinishReason>,
+    /// The events already sent, to continue after.
+    continuation: Continuation,
+    /// The parts already done, to replay.
+    journal: Journal,
+}
+
+pub(crate) async fn load_prior(
+    shared: &Shared,
+    request: &TurnRequest,
+) -> Result<Prior, rover_domain::DomainError> {
+    let mut tx =
+        rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
+    // A turn whose messages are in the history completed; it ended waiting on `ask_user` when its
+    // last message asks.
+    let completed = rover_domain::conversation::turn_last_message(&mut tx, request.turn_id)
+        .await?
+        .map(|last| {
+            if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
+                FinishReason::ToolCalls
+            } else {
+                FinishReason::Stop
+            }
+        });
+    let events: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, request.turn_id)
+        .await?
+        .into_iter()
+        .filter_map(|payload| serde_json::from_value(payload).ok())
+        .collect();
+    let parts = rover_domain::conversation::steps(&mut tx, request.turn_id).await?;
+    tx.commit().await?;
+    Ok(Prior {
+        completed,
+        continuation: Continuation::after(events),
+        journal: Journal::new(parts.into_iter().map(|p| StepPart {
+            agent: p.agent,
+            step: p.step,
+            part: p.part,
+            record: p.record,
+        })),
+    })
+}
+
+/// Why a turn failed, for the client.
+pub(crate) struct Failure {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+/// The turn's signed identity verifies, and the runtime context, turn and thread match it.
+pub(crate) fn check_identity(verifier: &TurnVerifier, request: &TurnRequest) -> Result<(), String> {
+    let verified = verifier
+        .verify(&request.identity)
+        .map_err(|e| e.to_string())?;
+    let context = &request.context;
+    let matches = verified.turn_id() == request.turn_id
+        && verified.thread_id() == request.thread_id
+        && verified.identity() == &context.identity()
+        && verified.scope() == &context.call_scope();
+    if matches {
+        Ok(())
+    } else {
+        Err("the runtime context does not match its signed identity".to_owned())
+    }
+}
+
+pub(crate) async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Result<(), Failure> {
+    let user = request.context.user_details.user_id;
+    let attempt = async {
+        let mut tx =
+            rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id)
+                .await?;
+        rover_domain::conversation::ensure_thread(&mut tx, request.thread_id, user).await?;
+        tx.commit().await
+    };
+    attempt.await.map_err(|e| Failure {
+        code: e.code(),
+        message: e.to_string(),
+    })
+}
+
+/// A turn stopped by a spent budget: counted by limit, and told to the client in one sentence.
+pub(crate) fn spent_budget(shared: &Shared, spent: &rover_agent::budget::BudgetError) -> Failure {
+    shared
+        .turns
+        .budget_exceeded
+        .get_or_create(&rover_telemetry::metrics::LimitLabels {
+            limit: spent.limit(),
+        })
+        .inc();
+    Failure {
+        code: ErrorCode::BudgetExceeded,
+        message: spent.to_string(),
+    }
+}
+
+pub(crate) fn school_of(request: &TurnRequest) -> rover_contracts::ids::SchoolId {
+    request.context.user_details.school.id
+}
