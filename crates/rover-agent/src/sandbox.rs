@@ -18,10 +18,18 @@ use std::fmt;
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use rover_contracts::ids::{SchoolId, ThreadId, UserId};
 use rover_contracts::tools::{FileEntry, FileWritten};
+
+mod quota;
+mod sweep;
+mod vpath;
+
+pub use quota::{Quota, QuotaScope, QuotaUnit, SandboxLimits, SandboxUsage};
+pub use sweep::{Swept, sweep};
+use vpath::VirtualPath;
 
 /// The first segment reserved for the skill library.
 const SKILLS: &str = "skills";
@@ -73,77 +81,6 @@ pub enum SandboxError {
     },
 }
 
-/// Whose quota a refused write would break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuotaScope {
-    /// This thread's files.
-    Thread,
-    /// All the files of the thread's user, across their threads.
-    User,
-    /// All the files of the school, across its users.
-    School,
-}
-
-impl fmt::Display for QuotaScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QuotaScope::Thread => "this chat's files",
-            QuotaScope::User => "your files across all your chats",
-            QuotaScope::School => "your school's files across all its chats",
-        })
-    }
-}
-
-/// What a quota counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuotaUnit {
-    /// Bytes of regular files.
-    Bytes,
-    /// Entries: files and directories.
-    Entries,
-}
-
-impl fmt::Display for QuotaUnit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QuotaUnit::Bytes => "bytes",
-            QuotaUnit::Entries => "files and folders",
-        })
-    }
-}
-
-/// How much may be stored, or is stored: bytes of regular files, and entries (files and
-/// directories; a directory costs an entry however empty it is).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Quota {
-    /// Bytes of regular files.
-    pub bytes: u64,
-    /// Files and directories.
-    pub entries: u64,
-}
-
-/// The quotas a sandbox's writes are checked against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SandboxLimits {
-    /// One thread's files.
-    pub thread: Quota,
-    /// One user's files, across their threads.
-    pub user: Quota,
-    /// One school's files, across its users.
-    pub school: Quota,
-}
-
-impl SandboxLimits {
-    /// The same quota at every level (tests that care about one level only).
-    pub fn uniform(quota: Quota) -> Self {
-        Self {
-            thread: quota,
-            user: quota,
-            school: quota,
-        }
-    }
-}
-
 /// Whose sandbox: it lives at `<base>/<school>/<user>/<thread>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxOwner {
@@ -153,17 +90,6 @@ pub struct SandboxOwner {
     pub user: UserId,
     /// The thread.
     pub thread: ThreadId,
-}
-
-/// What is stored, as one walk of the school's directory measured it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SandboxUsage {
-    /// This thread's files.
-    pub thread: Quota,
-    /// The user's files, across their threads.
-    pub user: Quota,
-    /// The school's files.
-    pub school: Quota,
 }
 
 /// One thread's files. Cheap to clone; every call goes to the disk, so nothing is cached between
@@ -635,78 +561,6 @@ fn touch(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.set_modified(SystemTime::now())
 }
 
-/// What a [`sweep`] removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Thread sandboxes removed.
-    pub threads: u64,
-}
-
-/// Removes every thread sandbox under `base` that nobody has opened for longer than `max_age`
-/// (by its directory's modification time, which [`Sandbox::open`] sets), then the user and school
-/// directories left empty. Links are removed, never followed; what cannot be removed is logged
-/// and left for the next sweep.
-#[tracing::instrument(level = "debug", skip_all, fields(max_age_secs = max_age.as_secs()))]
-pub fn sweep(base: &Path, max_age: Duration) -> io::Result<Swept> {
-    let now = SystemTime::now();
-    let mut swept = Swept::default();
-    let stale = |meta: &fs::Metadata| {
-        meta.modified()
-            .ok()
-            .and_then(|modified| now.duration_since(modified).ok())
-            .is_some_and(|age| age > max_age)
-    };
-    for school in real_dirs(base)? {
-        for user in real_dirs(&school)? {
-            for entry in fs::read_dir(&user)? {
-                let path = entry?.path();
-                let Ok(meta) = fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                if !stale(&meta) {
-                    continue;
-                }
-                let removed = if meta.is_dir() {
-                    fs::remove_dir_all(&path)
-                } else {
-                    fs::remove_file(&path)
-                };
-                match removed {
-                    Ok(()) => swept.threads += 1,
-                    Err(error) => tracing::warn!(%error, "could not remove an old sandbox"),
-                }
-            }
-            // Fails, harmlessly, while the user has threads (or one was just opened).
-            let _ = fs::remove_dir(&user);
-        }
-        let _ = fs::remove_dir(&school);
-    }
-    if swept.threads > 0 {
-        tracing::info!(
-            threads = swept.threads,
-            "removed sandboxes unused for too long"
-        );
-    }
-    Ok(swept)
-}
-
-/// The real (not linked) sub-directories of `dir`; none if it does not exist.
-fn real_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut dirs = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            dirs.push(entry.path());
-        }
-    }
-    Ok(dirs)
-}
-
 /// What a virtual path names on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Node {
@@ -714,116 +568,6 @@ enum Node {
     Dir,
     /// A regular file of this many bytes.
     File(u64),
-}
-
-/// A lexically normalised virtual path: plain names only, no `.`, `..` or empty segments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct VirtualPath {
-    segments: Vec<String>,
-}
-
-impl VirtualPath {
-    /// Parses an absolute virtual path, resolving `.` and `..` lexically and refusing anything that
-    /// could name a place outside the sandbox.
-    fn parse(input: &str) -> Result<VirtualPath, SandboxError> {
-        let shown = || quoted(input);
-        let invalid = |why: String| Err(SandboxError::Invalid(why));
-        if input.is_empty() {
-            return invalid(
-                "The path is empty; give an absolute path such as /notes.md.".to_owned(),
-            );
-        }
-        if input.len() > MAX_PATH_LEN {
-            return invalid(format!("The path is longer than {MAX_PATH_LEN} bytes."));
-        }
-        if input.contains('\0') {
-            return invalid(format!("The path {} contains a NUL byte.", shown()));
-        }
-        if input.chars().any(char::is_control) {
-            return invalid(format!("The path {} contains control characters.", shown()));
-        }
-        if input.contains('\\') {
-            return invalid(format!(
-                "The path {} contains a backslash; use forward slashes, as in /notes/plan.md.",
-                shown()
-            ));
-        }
-        if !input.starts_with('/') {
-            return invalid(format!(
-                "The path {} is not absolute; paths start with /, as in /notes/plan.md.",
-                shown()
-            ));
-        }
-        let mut segments: Vec<String> = Vec::new();
-        for segment in input.split('/') {
-            match segment {
-                "" | "." => {}
-                ".." => {
-                    if segments.pop().is_none() {
-                        return invalid(format!(
-                            "The path {} leads outside this chat's files.",
-                            shown()
-                        ));
-                    }
-                }
-                name if name.len() > MAX_NAME_LEN => {
-                    return invalid(format!(
-                        "A name in the path {} is longer than {MAX_NAME_LEN} bytes.",
-                        shown()
-                    ));
-                }
-                name if name.starts_with(TEMP_PREFIX) => {
-                    return invalid(format!(
-                        "Names starting with {TEMP_PREFIX} are reserved; choose another name."
-                    ));
-                }
-                name => segments.push(name.to_owned()),
-            }
-        }
-        Ok(VirtualPath { segments })
-    }
-
-    /// The path of the first `depth` segments.
-    fn prefix(&self, depth: usize) -> VirtualPath {
-        VirtualPath {
-            segments: self.segments[..depth].to_vec(),
-        }
-    }
-
-    /// The path of a child named `name`.
-    fn child(&self, name: &str) -> VirtualPath {
-        let mut segments = self.segments.clone();
-        segments.push(name.to_owned());
-        VirtualPath { segments }
-    }
-}
-
-impl fmt::Display for VirtualPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.segments.is_empty() {
-            return f.write_str("/");
-        }
-        for segment in &self.segments {
-            write!(f, "/{segment}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The model's input, quoted and escaped for an error message, cut to a readable length.
-fn quoted(input: &str) -> String {
-    const SHOWN: usize = 120;
-    let escaped: String = input
-        .chars()
-        .take(SHOWN)
-        .flat_map(char::escape_debug)
-        .collect();
-    let more = if input.chars().count() > SHOWN {
-        "…"
-    } else {
-        ""
-    };
-    format!("\"{escaped}{more}\"")
 }
 
 /// Wraps a file-system failure with the virtual path, and logs it (the model only sees the kind).

@@ -10,7 +10,6 @@ use rover_contracts::wire::{FinishReason, TurnInput, TurnRequest};
 use serde_json::Value;
 
 use crate::Shared;
-use crate::turn::{Failure, spent_budget};
 
 pub(crate) async fn run_request(
     shared: &Shared,
@@ -248,4 +247,25 @@ pub(crate) async fn window(
         code: ErrorCode::Internal,
         message: "The conversation could not be fitted to the model's context.".to_owned(),
     })
+}
+
+/// Why a turn failed, for the client.
+pub(crate) struct Failure {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+/// A turn stopped by a spent budget: counted by limit, and told to the client in one sentence.
+pub(crate) fn spent_budget(shared: &Shared, spent: &rover_agent::budget::BudgetError) -> Failure {
+    shared
+        .turns
+        .budget_exceeded
+        .get_or_create(&rover_telemetry::metrics::LimitLabels {
+            limit: spent.limit(),
+        })
+        .inc();
+    Failure {
+        code: ErrorCode::BudgetExceeded,
+        message: spent.to_string(),
+    }
 }

@@ -11,7 +11,7 @@ use rover_messaging::{Delivery, Outcome};
 use tracing::Instrument as _;
 
 use crate::events::forward_events;
-use crate::request::run_request;
+use crate::request::{Failure, run_request};
 use crate::resume::Continuation;
 use crate::{Shared, budget};
 
@@ -247,12 +247,6 @@ pub(crate) async fn load_prior(
     })
 }
 
-/// Why a turn failed, for the client.
-pub(crate) struct Failure {
-    pub(crate) code: ErrorCode,
-    pub(crate) message: String,
-}
-
 /// The turn's signed identity verifies, and the runtime context, turn and thread match it.
 pub(crate) fn check_identity(verifier: &TurnVerifier, request: &TurnRequest) -> Result<(), String> {
     let verified = verifier
@@ -283,21 +277,6 @@ pub(crate) async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Res
         code: e.code(),
         message: e.to_string(),
     })
-}
-
-/// A turn stopped by a spent budget: counted by limit, and told to the client in one sentence.
-pub(crate) fn spent_budget(shared: &Shared, spent: &rover_agent::budget::BudgetError) -> Failure {
-    shared
-        .turns
-        .budget_exceeded
-        .get_or_create(&rover_telemetry::metrics::LimitLabels {
-            limit: spent.limit(),
-        })
-        .inc();
-    Failure {
-        code: ErrorCode::BudgetExceeded,
-        message: spent.to_string(),
-    }
 }
 
 pub(crate) fn school_of(request: &TurnRequest) -> rover_contracts::ids::SchoolId {
