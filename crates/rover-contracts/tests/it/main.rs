@@ -4,6 +4,7 @@
 mod context;
 mod fixtures;
 mod fuzz;
+mod guide;
 mod identity;
 mod registry;
 mod wire;
