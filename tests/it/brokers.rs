@@ -1,7 +1,8 @@
 //! One least-privilege broker user per service: the topology is declared once by an
 //! administrator (`rover-toolserver broker setup`), each service connects as its own user with
 //! only the rights that command prints and only checks the topology, a whole turn with a
-//! subagent's write still works — and each user is refused what belongs to another service.
+//! subagent's write and an MCP client's tool call still work — and each user is refused what
+//! belongs to another service.
 
 use std::collections::HashMap;
 
@@ -83,6 +84,26 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
         .await;
     assert_eq!(turn.finish_reason(), Some("stop"), "{:?}", turn.chunks);
     assert!(stack.count("SELECT count(*) FROM attendance").await > 0);
+    // An MCP client's tool call, through the gateway's own user (Direct Reply-to included).
+    let reply: serde_json::Value = stack
+        .http
+        .post(format!("http://{}/mcp", stack.gateway))
+        .bearer_auth(stack.token("admin@hill.school"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "create_department", "arguments": { "name": "Least Privilege" } }
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        reply["result"]["structuredContent"]["data"]["name"], "Least Privilege",
+        "{reply:#}"
+    );
 
     // Each user is refused the other services' work.
     let topology = Topology::new("rover");
@@ -108,9 +129,9 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
     for (service, exchange, key, what) in [
         (
             "rover-gateway",
-            topology.tools_exchange(),
-            "create.department",
-            "the gateway publishes a tool call",
+            topology.turn_events_exchange(),
+            "turn.x",
+            "the gateway publishes a turn event",
         ),
         (
             "rover-worker",
@@ -136,6 +157,19 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
                 .map_err(|e| format!("{e:?}")),
         );
     }
+    let gateway = connect("rover-gateway").await;
+    refused(
+        "the gateway consumes tool calls",
+        gateway
+            .consume(
+                &topology.tools_queue(),
+                rover_messaging::ConsumerOptions::default(),
+                |_| async { rover_messaging::Outcome::Ack },
+            )
+            .await
+            .map(drop)
+            .map_err(|e| format!("{e:?}")),
+    );
     let toolserver = connect("rover-toolserver").await;
     refused(
         "the tool server declares a queue",

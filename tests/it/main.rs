@@ -7,6 +7,7 @@ mod cli;
 mod deploy;
 mod e2e;
 mod faults;
+mod mcp;
 mod node;
 mod observability;
 mod stack;

@@ -18,7 +18,11 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs `command` to its end within `timeout`; panics with its output if it fails.
-async fn run(mut command: Command, what: &str, timeout: Duration) -> std::process::Output {
+pub(crate) async fn run(
+    mut command: Command,
+    what: &str,
+    timeout: Duration,
+) -> std::process::Output {
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -32,30 +36,41 @@ async fn run(mut command: Command, what: &str, timeout: Duration) -> std::proces
         .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-/// The `ai` version `package.json` pins.
-fn pinned_version(dir: &Path) -> String {
+/// The packages `package.json` pins, by name.
+fn pinned(dir: &Path) -> Vec<(String, String)> {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join("package.json")).unwrap()).unwrap();
-    manifest["dependencies"]["ai"]
-        .as_str()
-        .expect("package.json pins ai")
-        .to_owned()
+    manifest["dependencies"]
+        .as_object()
+        .expect("package.json has dependencies")
+        .iter()
+        .map(|(name, version)| {
+            (
+                name.clone(),
+                version.as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
 
-/// The installed `ai` version, if `npm ci` finished (it writes `.package-lock.json` last).
-fn installed_version(dir: &Path) -> Option<String> {
+/// Whether `npm ci` finished (it writes `.package-lock.json` last) and installed every pinned
+/// package at its pinned version.
+fn installed(dir: &Path, pinned: &[(String, String)]) -> bool {
     let modules = dir.join("node_modules");
     if !modules.join(".package-lock.json").is_file() {
-        return None;
+        return false;
     }
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(modules.join("ai/package.json")).ok()?).ok()?;
-    manifest["version"].as_str().map(str::to_owned)
+    pinned.iter().all(|(name, version)| {
+        std::fs::read(modules.join(name).join("package.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .is_some_and(|manifest| manifest["version"] == version.as_str())
+    })
 }
 
 /// `tests/node` with its packages installed (`npm ci` when `node_modules` is missing or stale).
 /// Test processes run in parallel, so the install is serialised by a file lock.
-async fn ai_client() -> PathBuf {
+pub(crate) async fn node_packages() -> PathBuf {
     let dir = PathBuf::from(NODE_DIR);
     let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rover-tests-npm.lock");
     let lock = tokio::task::spawn_blocking(move || {
@@ -65,8 +80,8 @@ async fn ai_client() -> PathBuf {
     })
     .await
     .unwrap();
-    let pinned = pinned_version(&dir);
-    if installed_version(&dir).as_deref() != Some(pinned.as_str()) {
+    let pinned = pinned(&dir);
+    if !installed(&dir, &pinned) {
         let mut npm = Command::new("npm");
         npm.current_dir(&dir)
             .args(["--no-audit", "--no-fund", "--loglevel=error"]);
@@ -83,7 +98,10 @@ async fn ai_client() -> PathBuf {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        assert_eq!(installed_version(&dir), Some(pinned));
+        assert!(
+            installed(&dir, &pinned),
+            "npm ci did not install {pinned:?}"
+        );
     }
     drop(lock);
     dir
@@ -147,7 +165,7 @@ fn data_parts<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
 
 #[tokio::test]
 async fn the_real_ai_sdk_client_renders_a_turn() {
-    let dir = ai_client().await;
+    let dir = node_packages().await;
     let stack = Stack::start().await;
     let report = chat(
         &stack,
@@ -212,7 +230,7 @@ async fn the_real_ai_sdk_client_renders_a_turn() {
 
 #[tokio::test]
 async fn the_real_ai_sdk_client_renders_subagent_work() {
-    let dir = ai_client().await;
+    let dir = node_packages().await;
     let stack = Stack::start().await;
     let report = chat(
         &stack,

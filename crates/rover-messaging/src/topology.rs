@@ -114,10 +114,12 @@ impl Topology {
         let own = r"amq\.gen-.*";
         let reply_to = r"amq\.rabbitmq\.reply-to.*";
         let (configure, write, read) = match service {
+            // The gateway also calls tools for MCP clients: it publishes tool calls and reads
+            // their replies over Direct Reply-to, as the worker does.
             Service::Gateway => (
                 format!("^{own}$"),
-                format!(r"^({p}\.turns|{own})$"),
-                format!(r"^({p}\.turn-events|{own})$"),
+                format!(r"^({p}\.turns|{p}\.tools|{own})$"),
+                format!(r"^({p}\.turn-events|{own}|{reply_to})$"),
             ),
             Service::Worker => (
                 "^$".to_owned(),

@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod input;
 pub mod limits;
+pub mod mcp;
 pub mod observe;
 pub mod rest;
 pub mod state;
@@ -49,6 +50,8 @@ pub struct Settings {
     pub identity: SigningSettings,
     /// Chat streams.
     pub chat: ChatSettings,
+    /// MCP at `/mcp`.
+    pub mcp: mcp::McpSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
 }
@@ -392,6 +395,12 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .merge(chat::router())
+        .merge(
+            mcp::router(&state).layer(tower_http::timeout::TimeoutLayer::with_status_code(
+                axum::http::StatusCode::GATEWAY_TIMEOUT,
+                Duration::from_millis(limits.request_timeout_ms),
+            )),
+        )
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(
             rest::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(

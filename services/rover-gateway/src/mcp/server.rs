@@ -1,0 +1,250 @@
+//! The MCP server behind `/mcp`: `tools/list` from the caller's live rows, `tools/call` through the
+//! very RPC the worker uses, under a turn identity the gateway signs for that one call.
+//!
+//! Each `tools/call` is its own "turn": a fresh turn id (and thread id) signed with the caller's
+//! identity and call scope, minted from live rows like a chat turn's, and a call id scoped to that
+//! turn (`<turn>/mcp`), so the tool server's identity check, live policy, RLS, audit row and inbox
+//! apply unchanged. Nothing is stored in conversations: an MCP call has no thread to keep.
+
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use chrono::Utc;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rover_contracts::AgentToolResult;
+use rover_contracts::identity::TurnGrant;
+use rover_contracts::ids::{ThreadId, ToolCallId, TurnId};
+use rover_contracts::tools::ToolContract;
+use rover_contracts::wire::{self, ToolCall, ToolReply};
+use rover_messaging::{RpcClient, RpcOptions};
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use super::RequestSpan;
+use super::catalogue;
+use crate::auth::Principal;
+use crate::caller::{self, Caller};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The model-call id part of an MCP call's id (`<turn>/mcp`): one call per turn.
+const CALL_ID: &str = "mcp";
+
+/// Answers MCP requests for the gateway. Cheap to clone (rmcp makes one per request).
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    state: AppState,
+    rpc: RpcClient,
+    exchange: String,
+}
+
+impl McpServer {
+    /// A server over the gateway's broker connection, with an RPC client of its own (its reply
+    /// channel opens on the first call) and the worker's RPC deadlines (`amqp.rpc_*`).
+    pub fn new(state: &AppState) -> Self {
+        let amqp = &state.settings.amqp;
+        let rpc = state.broker.rpc_client(RpcOptions {
+            attempt_timeout: Duration::from_millis(amqp.rpc_attempt_timeout_ms),
+            attempts: amqp.rpc_attempts,
+        });
+        Self {
+            exchange: state.topology.tools_exchange(),
+            state: state.clone(),
+            rpc,
+        }
+    }
+
+    /// The caller's runtime context, minted from live rows (no campus choice: a campus
+    /// administrator acts in their own campus, as in chat without the campus header).
+    async fn caller(&self, principal: &Principal) -> Result<Caller, ErrorData> {
+        let mut tx = caller::tenant(&self.state, principal)
+            .await
+            .map_err(rpc_error)?;
+        let caller = caller::resolve(&mut tx, principal, None, Vec::new())
+            .await
+            .map_err(rpc_error)?;
+        tx.rollback().await.map_err(|e| rpc_error(e.into()))?;
+        Ok(caller)
+    }
+
+    async fn list(&self, principal: Principal) -> Result<ListToolsResult, ErrorData> {
+        let caller = self.caller(&principal).await?;
+        let tools: Vec<Tool> = catalogue::offered(&caller.context)
+            .filter_map(catalogue::definition)
+            .collect();
+        tracing::info!(tools = tools.len(), "MCP tools listed");
+        // The list is the caller's, from live rows: no one may cache it, not even for a moment.
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn call(
+        &self,
+        principal: Principal,
+        contract: &'static ToolContract,
+        arguments: Value,
+    ) -> Result<CallToolResult, ErrorData> {
+        let caller = self.caller(&principal).await?;
+        let turn = TurnId::new();
+        tracing::Span::current().record("turn_id", tracing::field::display(turn));
+        let settings = &self.state.settings;
+        let grant = TurnGrant {
+            turn_id: turn,
+            thread_id: ThreadId::new(),
+            identity: caller.identity(),
+            scope: caller.scope(),
+        };
+        let identity = self
+            .state
+            .signer
+            .mint(grant, Utc::now(), identity_ttl(settings))
+            .map_err(|e| rpc_error(ApiError::internal(e)))?;
+        let event = contract.event().unwrap_or_default();
+        let call_id = ToolCallId::for_turn(turn, CALL_ID);
+        let call = ToolCall {
+            call_id: call_id.clone(),
+            event: event.to_owned(),
+            identity,
+            args: arguments,
+        };
+        let reply = self
+            .rpc
+            .call(&self.exchange, event, call_id.as_str(), wire::encode(&call))
+            .await;
+        let (outcome, envelope) = match reply {
+            Ok(bytes) => match wire::decode::<ToolReply>(&bytes) {
+                Ok(reply) => (reply.outcome.as_str(), reply.result),
+                Err(error) => (
+                    "error",
+                    AgentToolResult::error(format!(
+                        "The tool server's reply could not be read: {error}."
+                    )),
+                ),
+            },
+            Err(error) => {
+                tracing::warn!(%error, event, "MCP tool call failed");
+                (
+                    "error",
+                    AgentToolResult::error(
+                        "The tool did not answer in time. Try again in a moment.",
+                    ),
+                )
+            }
+        };
+        tracing::Span::current().record("rover.tool.outcome", outcome);
+        tracing::info!(outcome, "MCP tool call done");
+        Ok(result(envelope))
+    }
+}
+
+/// The envelope as MCP returns it: `structuredContent` (what `outputSchema` describes), the same
+/// JSON as a text block for clients that read only text, and `isError` for an `{"error"}`.
+fn result(envelope: AgentToolResult<Value>) -> CallToolResult {
+    let is_error = envelope.is_error();
+    let text = envelope.to_model_string();
+    let structured = serde_json::to_value(&envelope).unwrap_or(Value::Null);
+    let mut result = if is_error {
+        CallToolResult::structured_error(structured)
+    } else {
+        CallToolResult::structured(structured)
+    };
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+/// A call's identity lives as long as the RPC may retry it, and a minute more for clock skew;
+/// never longer than `identity.ttl_secs`.
+fn identity_ttl(settings: &crate::Settings) -> chrono::Duration {
+    let rpc_ms = settings
+        .amqp
+        .rpc_attempt_timeout_ms
+        .saturating_mul(u64::from(settings.amqp.rpc_attempts.max(1)));
+    let secs = (rpc_ms / 1000 + 60).min(settings.identity.ttl_secs.max(1));
+    chrono::Duration::seconds(i64::try_from(secs).unwrap_or(60))
+}
+
+/// The principal the `/mcp` middleware put into the request (rmcp hands handlers the HTTP parts).
+fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .copied()
+        .ok_or_else(|| ErrorData::invalid_request("No authenticated caller.", None))
+}
+
+/// The HTTP request's span, so a call's spans join the request's trace (rmcp runs handlers in
+/// tasks of their own).
+fn request_span(context: &RequestContext<RoleServer>) -> tracing::Span {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<RequestSpan>())
+        .map_or_else(tracing::Span::current, |span| span.0.clone())
+}
+
+/// A gateway error as a JSON-RPC error: its plain sentence, its stable code as data.
+fn rpc_error(error: ApiError) -> ErrorData {
+    let data = Some(serde_json::json!({ "code": error.code }));
+    match error.code.http_status() {
+        500..=599 => ErrorData::internal_error(error.message, data),
+        _ => ErrorData::invalid_request(error.message, data),
+    }
+}
+
+impl rmcp::ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("rover", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Rover's school tools. Every call acts as the signed-in staff member, inside \
+                 their school (and campus), with their live permissions; results are \
+                 {\"data\",\"scopeContext\"} or {\"error\"}.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let principal = principal(&context)?;
+        let span = tracing::info_span!(parent: &request_span(&context), "rover.gateway.mcp.list_tools", user_id = %principal.user_id);
+        self.list(principal).instrument(span).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = principal(&context)?;
+        let contract = catalogue::rpc_tool(&request.name).ok_or_else(|| {
+            let name: String = request.name.chars().take(64).collect();
+            ErrorData::invalid_params(format!("There is no tool `{name}`."), None)
+        })?;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let span = tracing::info_span!(
+            parent: &request_span(&context),
+            "rover.gateway.mcp.call_tool",
+            user_id = %principal.user_id,
+            gen_ai.tool.name = contract.name,
+            turn_id = tracing::field::Empty,
+            rover.tool.outcome = tracing::field::Empty,
+        );
+        self.call(principal, contract, arguments)
+            .instrument(span)
+            .await
+            .map(CallToolResponse::from)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        catalogue::rpc_tool(name).and_then(catalogue::definition)
+    }
+}
