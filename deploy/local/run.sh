@@ -6,7 +6,8 @@
 #   3. the scripted model (a test double speaking the OpenAI API) and the three services, each
 #      logging to target/dev/logs/<service>.log, so the terminal shows only the narration;
 #   4. one demo turn through the gateway, narrated as the Hub would show it (a new department
-#      each run: Sciences, then Sciences 2, …, so a second run succeeds too).
+#      each run: Sciences, then Sciences 2, …, so a second run succeeds too);
+#   5. the Hub console (built by `make console`) at http://127.0.0.1:8080/.
 # Ctrl-C stops everything and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +27,7 @@ export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
 # Development mode: the gateway accepts HS256 tokens signed with the built-in development secret
 # (`rover-gateway token`); without it, it refuses to start with no secret configured.
 export ROVER_AUTH__DEVELOPMENT=true
+export ROVER_HTTP__CONSOLE_DIR="$PWD/console/dist"
 export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
 
 "$bin/rover-toolserver" db setup --demo
@@ -61,6 +63,7 @@ echo "rover: demo turn — the Hub would show:" >&2
 "$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called $department" \
   || echo "rover: the demo turn failed (see $logs/)" >&2
 echo >&2
+echo "rover: the Hub console: http://127.0.0.1:8080/ (sign in as a demo user)" >&2
 echo "rover: serving on http://127.0.0.1:8080 (token: $bin/rover-gateway token --email admin@hill.school); Ctrl-C stops everything." >&2
 wait -n || true
 echo "rover: a service stopped on its own; see $logs/" >&2
