@@ -40,8 +40,14 @@ function sendAutomaticallyWhen(options) {
 export function Chat({ chatId, session, onSignOut }) {
   const authorization = `Bearer ${session.token}`;
   const initialMessages = useMemo(() => loadMessages(chatId), [chatId]);
-  // Resume when the page went away mid-turn, or when this browser has none of the thread yet.
-  const [resume] = useState(() => initialMessages.length === 0 || localStorage.getItem(openKey(chatId)) === 'true');
+  // Resume when the page went away mid-turn (no reply finished since the last send), or when this
+  // browser has none of the thread yet.
+  const [resume] = useState(
+    () =>
+      initialMessages.length === 0 ||
+      initialMessages[initialMessages.length - 1].role === 'user' ||
+      localStorage.getItem(openKey(chatId)) === 'true',
+  );
   const [labels, setLabels] = useState({});
   const [streamedLabels, setStreamedLabels] = useState({});
   const [draft, setDraft] = useState('');
@@ -57,6 +63,11 @@ export function Chat({ chatId, session, onSignOut }) {
     transport,
     resume,
     sendAutomaticallyWhen,
+    // A reply is open from its request until a stream ends normally; leaving the page (which
+    // aborts the stream) keeps it open, so the reload resumes it.
+    onFinish: ({ isAbort, isDisconnect, isError }) => {
+      if (!isAbort && !isDisconnect && !isError) localStorage.setItem(openKey(chatId), 'false');
+    },
     onData: (part) => {
       if (part.type === 'data-tool-label') {
         setStreamedLabels((known) => ({ ...known, [part.data.toolCallId]: part.data }));
@@ -73,7 +84,7 @@ export function Chat({ chatId, session, onSignOut }) {
   }, [chatId, messages]);
   const busy = status === 'submitted' || status === 'streaming';
   useEffect(() => {
-    localStorage.setItem(openKey(chatId), String(busy));
+    if (busy) localStorage.setItem(openKey(chatId), 'true');
   }, [chatId, busy]);
 
   const send = (text) => {
@@ -108,7 +119,7 @@ export function Chat({ chatId, session, onSignOut }) {
             </div>
           </div>
         )}
-        {messages.map((message) => (
+        {shown(messages).map((message) => (
           <Message
             key={message.id}
             message={message}
@@ -160,6 +171,21 @@ export function Chat({ chatId, session, onSignOut }) {
   );
 }
 
+/**
+ * The messages to draw. A reply that answers a question continues the assistant message that
+ * asked it, under the new turn's id: the client keeps the earlier copy as a message of its own, so
+ * an assistant message whose tool calls all reappear in the next one is not drawn twice.
+ */
+function shown(messages) {
+  return messages.filter((message, index) => {
+    const next = messages[index + 1];
+    if (message.role !== 'assistant' || next?.role !== 'assistant') return true;
+    const later = new Set(next.parts.map((part) => part.toolCallId).filter(Boolean));
+    const calls = message.parts.map((part) => part.toolCallId).filter(Boolean);
+    return calls.length === 0 || !calls.every((id) => later.has(id));
+  });
+}
+
 /** The gateway's JSON error message, or the client's own. */
 function errorText(error) {
   try {
@@ -181,9 +207,13 @@ function Message({ message, labels, streamedLabels, canAnswer, answer, decide })
       </div>
     );
   }
+  // The turn that carries an answer replays the answered call (so its stream stands alone): a
+  // tool call is drawn once, in its latest state.
+  const lastIndex = new Map(message.parts.map((part, index) => [part.toolCallId ?? index, index]));
+  const parts = message.parts.filter((part, index) => lastIndex.get(part.toolCallId ?? index) === index);
   return (
     <div className="message assistant" data-testid="assistant-message">
-      {message.parts.map((part, index) => (
+      {parts.map((part, index) => (
         <Part
           key={part.toolCallId ?? `${part.type}-${index}`}
           part={part}

@@ -99,10 +99,12 @@ try {
 
   begin('a reload mid-reply resumes the stream');
   const full = 'students';
+  const earlier = await assistant().count();
   await say('How many students do we have?');
   // The reply has begun streaming (the model sends a chunk at a time) but is not finished.
-  await lastAssistant().getByTestId('reply').waitFor();
-  seen.beforeReload = await lastAssistant().getByTestId('reply').innerText();
+  const streaming = assistant().nth(earlier).getByTestId('reply');
+  await streaming.waitFor();
+  seen.beforeReload = await streaming.innerText();
   seen.stoppable = await page.getByTestId('stop').isVisible();
   const resumed = page.waitForResponse(
     (response) => response.url().endsWith(`/api/chat/${seen.chatId}/stream`) && response.request().method() === 'GET',
@@ -115,6 +117,7 @@ try {
   seen.rowsAfterReload = await page.getByTestId('activity').allInnerTexts();
 
   begin('screenshot');
+  seen.questionsShown = await page.getByTestId('question').count();
   await page.screenshot({ path: screenshot, fullPage: true });
   seen.url = page.url();
 

@@ -168,6 +168,7 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         ]);
     let output = run(node, "node console.mjs", BROWSER_TIMEOUT).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("the browser saw: {}", stdout.trim());
     let report: Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
 
@@ -246,7 +247,10 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
     );
     assert_eq!(
         stack
-            .count("SELECT count(*) FROM departments WHERE name = 'Sciences'")
+            .count(
+                "SELECT count(*) FROM departments d JOIN schools s ON s.id = d.school_id \
+                 WHERE s.name = 'Kampala Hill School' AND d.name = 'Sciences'"
+            )
             .await,
         1
     );
