@@ -144,9 +144,9 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
     let dist = built_console().await;
     let dir = playwright().await;
     let chromium = chromium();
-    // 60 ms between the model's chunks: a reply streams for long enough to reload in the middle.
+    // 120 ms between the model's chunks: a reply streams for long enough to reload in the middle.
     let stack = Stack::start_with(
-        &["--chunk-delay-ms", "60"],
+        &["--chunk-delay-ms", "120"],
         &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
     )
     .await;
