@@ -7,7 +7,10 @@
 #      logging to target/dev/logs/<service>.log, so the terminal shows only the narration;
 #   4. one demo turn through the gateway, narrated as the Hub would show it (a new department
 #      each run: Sciences, then Sciences 2, …, so a second run succeeds too);
-#   5. the Hub console (built by `make console`) at http://127.0.0.1:8080/.
+#   5. the Hub console (built by `make console`) at http://127.0.0.1:8080/ — the gateway's default
+#      http.console_dir, console/dist, is relative to this directory. (Not exported as
+#      ROVER_HTTP__CONSOLE_DIR: an `http` table in the environment would replace the other
+#      services' default listen addresses.)
 # Ctrl-C stops everything and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +30,6 @@ export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
 # Development mode: the gateway accepts HS256 tokens signed with the built-in development secret
 # (`rover-gateway token`); without it, it refuses to start with no secret configured.
 export ROVER_AUTH__DEVELOPMENT=true
-export ROVER_HTTP__CONSOLE_DIR="$PWD/console/dist"
 export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
 
 "$bin/rover-toolserver" db setup --demo
