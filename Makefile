@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos bench lint fmt services build deploy-check
+.PHONY: help run test chaos bench lint fmt services build deploy-check console chromium
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -15,10 +15,27 @@ services: ## Start the local RabbitMQ and Postgres if they are installed but sto
 build: ## Build every crate and binary.
 	$(CARGO) build --workspace --bins
 
-run: services build ## Run the three services against the local broker (Ctrl-C stops them).
+# The Hub console (console/): `npm ci` when its lock file changed, `npm run build` when any source
+# did; console/dist/.built stamps a finished build, so an up-to-date console is not rebuilt.
+CONSOLE_SOURCES := $(shell find console/src -type f 2>/dev/null) console/index.html console/vite.config.js console/package.json console/package-lock.json
+
+console: console/dist/.built ## Build the Hub console into console/dist (skipped when up to date).
+
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	cd console && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+console/dist/.built: console/node_modules/.package-lock.json $(CONSOLE_SOURCES)
+	cd console && npm run build --silent
+	@touch $@
+
+chromium: ## Install Debian's Chromium for the console's browser test, if it is missing.
+	@deploy/local/ensure-chromium.sh
+
+run: services build console ## Run the three services against the local broker (Ctrl-C stops them).
 	@deploy/local/run.sh
 
-test: services build ## Run every test against the real RabbitMQ and Postgres.
+test: services build console chromium ## Run every test against the real RabbitMQ and Postgres.
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --profile $(NEXTEST_PROFILE); \
 	else \

@@ -20,7 +20,9 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/rover-gateway /usr/local/bin/rover-gateway
 WORKDIR /app
 USER 65532:65532
+# No Hub console in the image: it is a development page (its sign-in needs auth.development).
 ENV ROVER_HTTP__LISTEN=0.0.0.0:8080 \
+    ROVER_HTTP__CONSOLE_DIR= \
     ROVER_TELEMETRY__FORMAT=json
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/rover-gateway"]

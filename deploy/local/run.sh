@@ -6,7 +6,11 @@
 #   3. the scripted model (a test double speaking the OpenAI API) and the three services, each
 #      logging to target/dev/logs/<service>.log, so the terminal shows only the narration;
 #   4. one demo turn through the gateway, narrated as the Hub would show it (a new department
-#      each run: Sciences, then Sciences 2, …, so a second run succeeds too).
+#      each run: Sciences, then Sciences 2, …, so a second run succeeds too);
+#   5. the Hub console (built by `make console`) at http://127.0.0.1:8080/ — the gateway's default
+#      http.console_dir, console/dist, is relative to this directory. (Not exported as
+#      ROVER_HTTP__CONSOLE_DIR: an `http` table in the environment would replace the other
+#      services' default listen addresses.)
 # Ctrl-C stops everything and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -61,6 +65,7 @@ echo "rover: demo turn — the Hub would show:" >&2
 "$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called $department" \
   || echo "rover: the demo turn failed (see $logs/)" >&2
 echo >&2
+echo "rover: the Hub console: http://127.0.0.1:8080/ (sign in as a demo user)" >&2
 echo "rover: serving on http://127.0.0.1:8080 (token: $bin/rover-gateway token --email admin@hill.school); Ctrl-C stops everything." >&2
 wait -n || true
 echo "rover: a service stopped on its own; see $logs/" >&2

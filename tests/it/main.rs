@@ -4,6 +4,7 @@ mod attacks;
 mod brokers;
 mod checker;
 mod cli;
+mod console;
 mod deploy;
 mod e2e;
 mod faults;

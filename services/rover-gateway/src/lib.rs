@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod caller;
 pub mod chat;
+pub mod console;
 pub mod demo;
 pub mod error;
 pub mod events;
@@ -79,6 +80,10 @@ pub struct GatewayHttp {
     /// address in that header that is not itself a trusted proxy; from anyone else, the header is
     /// ignored and the peer address is the client. Empty (the default): the peer, always.
     pub trusted_proxies: Vec<String>,
+    /// The built Hub console (`make console` writes `console/dist`), served at `/`; relative
+    /// paths are resolved from the working directory. Missing: `/` says to run `make console`.
+    /// Empty: no console (the container images), and `/` is the JSON 404.
+    pub console_dir: PathBuf,
 }
 
 impl Default for GatewayHttp {
@@ -91,6 +96,7 @@ impl Default for GatewayHttp {
             request_timeout_ms: 30_000,
             shutdown_grace_ms: 30_000,
             trusted_proxies: Vec::new(),
+            console_dir: console::default_dir(),
         }
     }
 }
@@ -408,7 +414,9 @@ pub fn router(state: AppState) -> Router {
                 Duration::from_millis(limits.request_timeout_ms),
             )),
         )
-        .fallback(error::not_found)
+        .merge(console::router(state.settings.auth.development))
+        // Unknown `/api/…` endpoints are the JSON 404; any other page is the built console.
+        .fallback(console::fallback)
         // Every error response, whoever made it, has the one JSON error shape.
         .layer(axum::middleware::from_fn(error::json_errors))
         // Every request is the root (or the continuation) of a trace.
@@ -458,16 +466,7 @@ pub async fn dev_token_for_email(settings: &Settings, email: &str) -> anyhow::Re
         .connect(settings.database.url.expose())
         .await
         .context("Failed to connect to the database")?;
-    let school = rover_domain::actor::user_school_by_email(&pool, email)
-        .await?
-        .with_context(|| format!("No user with the email {email}"))?;
-    let mut tx = rover_domain::begin_tenant(&pool, school).await?;
-    let user = rover_domain::actor::load_user_by_email(&mut tx, email).await?;
-    tx.rollback().await?;
-    auth::dev_token(
-        &settings.auth,
-        user.user_id,
-        &user.email,
-        chrono::Utc::now(),
-    )
+    let session = console::dev_session(&pool, &settings.auth, email).await;
+    pool.close().await;
+    Ok(session?.token)
 }

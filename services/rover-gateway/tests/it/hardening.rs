@@ -47,7 +47,8 @@ async fn every_error_response_is_the_json_error_shape() {
 
     let unknown = rest.send(empty(Method::GET, "/api/nothing-here")).await;
     expect_error(&unknown, StatusCode::NOT_FOUND, ErrorCode::NotFound);
-    let unknown = rest.send(empty(Method::GET, "/")).await;
+    // (`/` itself is the Hub console's page: `console.rs`.)
+    let unknown = rest.send(empty(Method::GET, "/api")).await;
     expect_error(&unknown, StatusCode::NOT_FOUND, ErrorCode::NotFound);
 
     let wrong_method = rest.send(empty(Method::DELETE, "/api/departments")).await;

@@ -1,6 +1,7 @@
-//! The gateway's own tests: authentication, the REST API and hardened inputs. The chat stream is
+//! The gateway's own tests: authentication, the REST API, hardened inputs and the console's routes. The chat stream is
 //! tested end to end with all three binaries in the top-level `tests/` crate.
 
 mod auth;
+mod console;
 mod hardening;
 mod rest;
