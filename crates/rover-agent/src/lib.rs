@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod budget;
 pub mod compact;
+mod compat;
 mod local;
 pub mod model;
 pub mod prompt;
