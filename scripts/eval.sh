@@ -26,9 +26,10 @@ mkdir -p target/eval
 LOG=target/eval/llama-server.log
 echo "eval: starting llama-server on 127.0.0.1:$PORT with $(basename "$MODEL") (log: $LOG)" >&2
 # --jinja: the model's own chat template, with llama.cpp's tool-call parsing; --temp 0 and a fixed
-# seed: the same answers on every run; -c: room for Rover's system prompt and tool schemas.
+# seed: the same answers on every run; -c: room for Rover's system prompt and tool schemas; -n: at
+# most 256 tokens per answer (Rover sends no max_tokens; a small model can ramble to the context's end).
 "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" --jinja "${TEMPLATE_ARGS[@]}" -c 8192 -np 1 -t "$(nproc)" \
-  --temp 0 --seed 42 --alias "$(basename "$MODEL" .gguf)" > "$LOG" 2>&1 &
+  -n 256 --temp 0 --seed 42 --alias "$(basename "$MODEL" .gguf)" > "$LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do
