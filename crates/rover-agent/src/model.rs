@@ -3,7 +3,8 @@
 //! gap. Before the first chunk, an overloaded, broken or silent endpoint (429, 5xx, timeouts,
 //! dropped connections) is retried with backoff, then the next endpoint is tried; a refusal
 //! (401/403 and the other 4xx) fails at once, since asking again cannot change the answer.
-//! Each attempt is its own `rover.model.attempt` span, so the trace shows every one.
+//! Each attempt is its own `rover.model.attempt` span, so the trace shows every one. Chunks are
+//! read as JSON and repaired (`compat`) before they are typed: real servers differ from OpenAI.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -16,6 +17,8 @@ use async_openai::types::chat::CreateChatCompletionStreamResponse;
 use futures::{Stream, StreamExt as _};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
+
+use crate::compat::ChunkNormalizer;
 
 /// One OpenAI-compatible endpoint and the model to ask there.
 #[derive(Debug, Clone)]
@@ -232,7 +235,7 @@ impl ModelClient {
             self.timeout,
             client
                 .chat()
-                .create_stream_byot::<_, CreateChatCompletionStreamResponse>(request.clone()),
+                .create_stream_byot::<_, Value>(request.clone()),
         )
         .await;
         let mut stream = match started {
@@ -240,10 +243,18 @@ impl ModelClient {
             Ok(Err(error)) => return Err(classify(&error)),
             Err(_) => return Err(ModelError::Timeout(self.timeout)),
         };
+        let mut normalizer = ChunkNormalizer::default();
         match tokio::time::timeout(self.timeout, stream.next()).await {
-            Ok(Some(Ok(first))) => Ok(Box::pin(
-                futures::stream::once(async { Ok(first) }).chain(bounded(stream, self.timeout)),
-            )),
+            Ok(Some(Ok(first))) => {
+                let first = normalizer.normalize(first).map_err(ModelError::Malformed)?;
+                Ok(Box::pin(
+                    futures::stream::once(async { Ok(first) }).chain(bounded(
+                        stream,
+                        normalizer,
+                        self.timeout,
+                    )),
+                ))
+            }
             Ok(Some(Err(error))) => Err(ModelError::Transport(describe(&error))),
             Ok(None) => Err(ModelError::Malformed(
                 "the stream ended before its first chunk".to_owned(),
@@ -255,17 +266,19 @@ impl ModelClient {
 
 /// The rest of a stream, each gap between chunks bounded by `timeout`.
 fn bounded(
-    stream: Pin<
-        Box<dyn Stream<Item = Result<CreateChatCompletionStreamResponse, OpenAIError>> + Send>,
-    >,
+    stream: Pin<Box<dyn Stream<Item = Result<Value, OpenAIError>> + Send>>,
+    normalizer: ChunkNormalizer,
     timeout: Duration,
 ) -> ChunkStream {
     Box::pin(futures::stream::unfold(
-        Some(stream),
+        Some((stream, normalizer)),
         move |state| async move {
-            let mut stream = state?;
+            let (mut stream, mut normalizer) = state?;
             match tokio::time::timeout(timeout, stream.next()).await {
-                Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
+                Ok(Some(Ok(chunk))) => match normalizer.normalize(chunk) {
+                    Ok(chunk) => Some((Ok(chunk), Some((stream, normalizer)))),
+                    Err(why) => Some((Err(ModelError::Malformed(why)), None)),
+                },
                 Ok(Some(Err(error))) => Some((Err(ModelError::Malformed(describe(&error))), None)),
                 Ok(None) => None,
                 Err(_) => Some((Err(ModelError::Timeout(timeout)), None)),

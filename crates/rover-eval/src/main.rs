@@ -1,0 +1,129 @@
+//! `rover-eval`: see the library's docs and README "Evaluating against a real model".
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Parser;
+use rover_eval::report::CaseResult;
+use rover_eval::stack::ModelChoice;
+use rover_eval::{Options, cases};
+
+/// Sends fixed staff utterances through a Rover of its own (real gateway, worker and tool server
+/// on a fresh vhost and seeded database) and scores each turn: the right tool, the right
+/// arguments, no unintended write, and a finished turn. Prints a table; writes JSON.
+///
+/// Needs the workspace binaries built next to it (`make eval` builds them), a local RabbitMQ
+/// (`rabbitmqctl` on PATH) and Postgres with superuser access (`ROVER_TEST_ADMIN_URL`, default
+/// postgres://postgres@127.0.0.1:5432/postgres).
+#[derive(Debug, Parser)]
+#[command(name = "rover-eval", version)]
+struct Cli {
+    /// An OpenAI-compatible server's base URL, ending in /v1 (e.g. llama-server's).
+    #[arg(
+        long,
+        conflicts_with = "scripted",
+        required_unless_present = "scripted"
+    )]
+    model_url: Option<String>,
+    /// The model name sent with each request.
+    #[arg(long, default_value = "local")]
+    model_name: String,
+    /// Run against the scripted test double (started here) instead of a real model.
+    #[arg(long)]
+    scripted: bool,
+    /// The scripted model's rules file (default: its own rules.toml).
+    #[arg(long, requires = "scripted")]
+    rules: Option<PathBuf>,
+    /// The cases file.
+    #[arg(long, default_value_os_t = cases::default_file())]
+    cases: PathBuf,
+    /// Only the cases marked with this subset (e.g. `ci`).
+    #[arg(long)]
+    subset: Option<String>,
+    /// Only these case ids (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Longest one turn may take, in seconds.
+    #[arg(long, default_value_t = 300)]
+    turn_timeout: u64,
+    /// The worker's deadline for one model request, in milliseconds.
+    #[arg(long, default_value_t = 240_000)]
+    model_timeout_ms: u64,
+    /// Where the JSON goes (`eval-<timestamp>.json` and `latest.json`), and the services' logs
+    /// (`logs/`).
+    #[arg(long, default_value = "target/eval")]
+    out: PathBuf,
+    /// Exit with status 1 when fewer than this fraction of the cases pass (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    min_pass: f64,
+}
+
+fn progress(r: &CaseResult) {
+    let calls: Vec<&str> = r.observed.calls.iter().map(|c| c.name.as_str()).collect();
+    eprintln!(
+        "  {} {:<30} {:>6.1} s  [{}]{}",
+        if r.passed { "pass" } else { "FAIL" },
+        r.case.id,
+        r.observed.millis as f64 / 1000.0,
+        calls.join(", "),
+        if r.passed {
+            String::new()
+        } else {
+            format!("  — {}", r.score.notes.join("; "))
+        }
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let all = cases::load(&cli.cases)?;
+    let selected = cases::select(all, cli.subset.as_deref(), &cli.only);
+    if selected.is_empty() {
+        bail!("No case matches --subset/--only");
+    }
+    let model = match cli.model_url {
+        Some(base_url) => ModelChoice::Url {
+            base_url,
+            name: cli.model_name,
+        },
+        None => ModelChoice::Scripted { rules: cli.rules },
+    };
+    let log_dir = cli.out.join("logs");
+    std::fs::create_dir_all(&log_dir)?;
+    eprintln!(
+        "rover-eval: {} case(s) against {}; service logs in {}",
+        selected.len(),
+        match &model {
+            ModelChoice::Scripted { .. } => "the scripted model".to_owned(),
+            ModelChoice::Url { base_url, .. } => base_url.clone(),
+        },
+        log_dir.display()
+    );
+    let report = rover_eval::run(Options {
+        model,
+        cases: selected,
+        subset: cli.subset,
+        turn_timeout: Duration::from_secs(cli.turn_timeout),
+        model_timeout_ms: cli.model_timeout_ms,
+        log_dir: Some(log_dir),
+        on_result: Some(progress),
+    })
+    .await?;
+    println!("{}", report.table());
+    let path = report.write(&cli.out)?;
+    println!("JSON: {}", path.display());
+    let t = &report.totals;
+    let rate = t.passed as f64 / t.cases.max(1) as f64;
+    if rate < cli.min_pass {
+        bail!(
+            "{}/{} cases passed ({:.0}%), below --min-pass {:.0}%",
+            t.passed,
+            t.cases,
+            rate * 100.0,
+            cli.min_pass * 100.0
+        );
+    }
+    Ok(())
+}

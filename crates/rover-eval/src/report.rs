@@ -1,0 +1,123 @@
+//! The eval's table (printed) and JSON (written under `target/eval/`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::cases::Case;
+use crate::score::{Observed, Score};
+
+/// One case's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub case: Case,
+    pub score: Score,
+    pub passed: bool,
+    pub observed: Observed,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    /// `scripted` or the model's base URL.
+    pub model: String,
+    /// The model name sent, and what `/v1/models` said it serves (when it answered).
+    pub model_name: String,
+    pub model_served: Option<String>,
+    pub subset: Option<String>,
+    pub results: Vec<CaseResult>,
+    pub totals: Totals,
+}
+
+/// How many cases passed each score, of how many.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub cases: usize,
+    pub tool: usize,
+    pub args: usize,
+    pub writes: usize,
+    pub done: usize,
+    pub passed: usize,
+}
+
+impl Totals {
+    pub fn of(results: &[CaseResult]) -> Totals {
+        let count = |f: &dyn Fn(&CaseResult) -> bool| results.iter().filter(|r| f(r)).count();
+        Totals {
+            cases: results.len(),
+            tool: count(&|r| r.score.tool),
+            args: count(&|r| r.score.args),
+            writes: count(&|r| r.score.writes),
+            done: count(&|r| r.score.done),
+            passed: count(&|r| r.passed),
+        }
+    }
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "ok" } else { "FAIL" }
+}
+
+impl Report {
+    /// The Markdown table (one row per case, then the totals), with each failure's notes below.
+    pub fn table(&self) -> String {
+        let mut out = String::from(
+            "| case | kind | user | tools called | tool | args | writes | done | s |\n|---|---|---|---|---|---|---|---|--:|\n",
+        );
+        for r in &self.results {
+            let calls: Vec<String> = r
+                .observed
+                .calls
+                .iter()
+                .map(|c| {
+                    let approval = if c.approval_requested { "⏸" } else { "" };
+                    if c.agent == "rover" {
+                        format!("{}{approval}", c.name)
+                    } else {
+                        format!("{}:{}{approval}", c.agent, c.name)
+                    }
+                })
+                .collect();
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
+                r.case.id,
+                r.case.kind.as_str(),
+                r.case.user,
+                if calls.is_empty() {
+                    "–".to_owned()
+                } else {
+                    calls.join(", ")
+                },
+                mark(r.score.tool),
+                mark(r.score.args),
+                mark(r.score.writes),
+                mark(r.score.done),
+                r.observed.millis as f64 / 1000.0,
+            ));
+        }
+        let t = &self.totals;
+        out.push_str(&format!(
+            "| **total** | | | **{}/{} passed** | {}/{} | {}/{} | {}/{} | {}/{} | |\n",
+            t.passed, t.cases, t.tool, t.cases, t.args, t.cases, t.writes, t.cases, t.done, t.cases
+        ));
+        for r in self.results.iter().filter(|r| !r.passed) {
+            out.push_str(&format!("- {}: {}\n", r.case.id, r.score.notes.join("; ")));
+        }
+        out
+    }
+
+    /// Writes `eval-<timestamp>.json` and `latest.json` into `dir`; returns the first path.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("Failed to create {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(self)?;
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+        let path = dir.join(format!("eval-{stamp}.json"));
+        std::fs::write(&path, &json)?;
+        std::fs::write(dir.join("latest.json"), &json)?;
+        Ok(path)
+    }
+}

@@ -1,0 +1,401 @@
+//! Scoring one turn against its case: pure functions over what was observed, so every rule is
+//! unit-tested and the harness can fail.
+//!
+//! - **tool**: every expected tool was called (by Rover or a subagent) and no forbidden one was;
+//! - **args**: every argument check holds for some call of its tool;
+//! - **writes**: the audit rows written during the turn are exactly the expected writes (an extra
+//!   row is an *unintended write*, a missing one a *missing write*); a write paused for approval
+//!   (`tool-approval-request`) is not run, so it counts as neither;
+//! - **done**: the stream reached `finish` without an `error` chunk.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cases::{ArgCheck, Case};
+
+/// One tool call seen in the stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+    /// `rover` or a subagent's name (from `data-tool-label`).
+    pub agent: String,
+    /// The call was held for approval (`tool-approval-request`) and never approved here.
+    pub approval_requested: bool,
+}
+
+/// One audit row written during the turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Write {
+    pub event: String,
+    /// The campus's name, when the row is campus-scoped.
+    pub campus: Option<String>,
+}
+
+/// Everything the harness saw of one turn.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Observed {
+    pub calls: Vec<ToolCall>,
+    pub writes: Vec<Write>,
+    /// Rover's text and its subagents' (`data-subagent`), in order.
+    pub text: String,
+    /// `finish`'s `finishReason`, when it came.
+    pub finish: Option<String>,
+    /// `error` chunks, or why the request or stream failed.
+    pub errors: Vec<String>,
+    pub millis: u64,
+}
+
+/// The scores of one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct Score {
+    pub tool: bool,
+    pub args: bool,
+    pub writes: bool,
+    pub done: bool,
+    /// Why each failed check failed.
+    pub notes: Vec<String>,
+}
+
+impl Score {
+    pub fn passed(&self) -> bool {
+        self.tool && self.args && self.writes && self.done
+    }
+}
+
+/// Resolves `@kind:name` values to demo ids; anything else stays as it is.
+pub trait Resolve {
+    fn resolve(&self, value: &Value) -> Result<Value, String>;
+}
+
+/// Scores `observed` against `case`; `resolve` turns `@kind:name` into ids.
+pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
+    let mut notes = Vec::new();
+    let called = |name: &str| observed.calls.iter().any(|c| c.name == name);
+    let missing: Vec<&str> = case
+        .tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !called(t))
+        .collect();
+    let forbidden: Vec<&str> = case
+        .forbid
+        .iter()
+        .map(String::as_str)
+        .filter(|t| called(t))
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!("not called: {}", missing.join(", ")));
+    }
+    if !forbidden.is_empty() {
+        notes.push(format!("forbidden but called: {}", forbidden.join(", ")));
+    }
+    let tool = missing.is_empty() && forbidden.is_empty();
+
+    let mut args = true;
+    for check in &case.args {
+        if let Err(why) = check_args(check, &observed.calls, resolve) {
+            args = false;
+            notes.push(why);
+        }
+    }
+
+    let writes = check_writes(case, &observed.writes, &mut notes);
+
+    let done = observed.finish.is_some() && observed.errors.is_empty();
+    if observed.finish.is_none() {
+        notes.push("no `finish`".to_owned());
+    }
+    for error in &observed.errors {
+        notes.push(format!("error: {error}"));
+    }
+    Score {
+        tool,
+        args,
+        writes,
+        done,
+        notes,
+    }
+}
+
+fn check_writes(case: &Case, written: &[Write], notes: &mut Vec<String>) -> bool {
+    let mut expected: Vec<&crate::cases::WriteExpect> = case.writes.iter().collect();
+    let mut ok = true;
+    for write in written {
+        let found = expected.iter().position(|e| {
+            e.event == write.event
+                && e.campus
+                    .as_deref()
+                    .is_none_or(|c| write.campus.as_deref() == Some(c))
+        });
+        match found {
+            Some(i) => {
+                expected.remove(i);
+            }
+            None => {
+                ok = false;
+                notes.push(format!(
+                    "unintended write: {}{}",
+                    write.event,
+                    write
+                        .campus
+                        .as_deref()
+                        .map(|c| format!(" (campus {c})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    for e in expected {
+        ok = false;
+        notes.push(format!(
+            "missing write: {}{}",
+            e.event,
+            e.campus
+                .as_deref()
+                .map(|c| format!(" (campus {c})"))
+                .unwrap_or_default()
+        ));
+    }
+    ok
+}
+
+fn check_args(check: &ArgCheck, calls: &[ToolCall], resolve: &dyn Resolve) -> Result<(), String> {
+    let (want, contains) = match (&check.equals, &check.contains) {
+        (Some(v), None) => (v, false),
+        (None, Some(v)) => (v, true),
+        _ => return Err(format!("{}.{}: a malformed check", check.tool, check.path)),
+    };
+    let want = resolve
+        .resolve(want)
+        .map_err(|e| format!("{}.{}: {e}", check.tool, check.path))?;
+    let mut seen = Vec::new();
+    for call in calls.iter().filter(|c| c.name == check.tool) {
+        let values = at_path(&call.input, &check.path);
+        if values.iter().any(|v| {
+            if contains {
+                value_contains(v, &want)
+            } else {
+                value_equals(v, &want)
+            }
+        }) {
+            return Ok(());
+        }
+        seen.extend(values);
+    }
+    let verb = if contains { "contain" } else { "equal" };
+    if seen.is_empty() && !calls.iter().any(|c| c.name == check.tool) {
+        return Err(format!(
+            "{}.{}: {} was not called",
+            check.tool, check.path, check.tool
+        ));
+    }
+    Err(format!(
+        "{}.{} should {verb} {want}, was {}",
+        check.tool,
+        check.path,
+        Value::Array(seen)
+    ))
+}
+
+/// The values at a dotted `path` (`marks.*.studentId`; `*` is every element of an array, a number
+/// one element).
+pub fn at_path(value: &Value, path: &str) -> Vec<Value> {
+    let mut current = vec![value.clone()];
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        current = current
+            .into_iter()
+            .flat_map(|v| match (segment, v) {
+                ("*", Value::Array(items)) => items,
+                (s, Value::Array(items)) => s
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| items.get(i).cloned())
+                    .into_iter()
+                    .collect(),
+                (s, Value::Object(mut map)) => map.remove(s).into_iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+    }
+    current
+}
+
+fn value_equals(actual: &Value, want: &Value) -> bool {
+    match (actual, want) {
+        (Value::String(a), Value::String(w)) => a.trim().eq_ignore_ascii_case(w.trim()),
+        (Value::Number(a), Value::Number(w)) => a.as_f64() == w.as_f64(),
+        // Some models send numbers as text.
+        (Value::String(a), Value::Number(w)) => a.trim().parse::<f64>().ok() == w.as_f64(),
+        _ => actual == want,
+    }
+}
+
+fn value_contains(actual: &Value, want: &Value) -> bool {
+    match (actual, want) {
+        (Value::Array(items), _) => items.iter().any(|i| value_equals(i, want)),
+        (Value::String(a), Value::String(w)) => a.to_lowercase().contains(&w.trim().to_lowercase()),
+        _ => value_equals(actual, want),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cases::parse;
+
+    struct Ids;
+    impl Resolve for Ids {
+        fn resolve(&self, value: &Value) -> Result<Value, String> {
+            match value.as_str() {
+                Some("@class:S1 Blue") => Ok(json!("c-1")),
+                Some(s) if s.starts_with('@') => Err(format!("unknown {s}")),
+                _ => Ok(value.clone()),
+            }
+        }
+    }
+
+    fn case(extra: &str) -> Case {
+        parse(&format!(
+            "[[case]]\nid = \"a\"\nuser = \"amina@hill.school\"\ntext = \"x\"\nkind = \"write\"\n{extra}"
+        ))
+        .unwrap()
+        .remove(0)
+    }
+
+    fn call(name: &str, input: Value) -> ToolCall {
+        ToolCall {
+            id: format!("call-{name}"),
+            name: name.to_owned(),
+            input,
+            agent: "rover".to_owned(),
+            approval_requested: false,
+        }
+    }
+
+    fn finished(calls: Vec<ToolCall>, writes: Vec<Write>) -> Observed {
+        Observed {
+            calls,
+            writes,
+            finish: Some("stop".to_owned()),
+            ..Observed::default()
+        }
+    }
+
+    fn write(event: &str, campus: Option<&str>) -> Write {
+        Write {
+            event: event.to_owned(),
+            campus: campus.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_right_tool_args_and_write_pass() {
+        let c = case(
+            "tools = [\"record_attendance\"]\nargs = [{ tool = \"record_attendance\", path = \"classId\", equals = \"@class:S1 Blue\" }]\nwrites = [{ event = \"record.attendance\" }]\n",
+        );
+        let o = finished(
+            vec![call("record_attendance", json!({ "classId": "C-1" }))],
+            vec![write("record.attendance", None)],
+        );
+        let s = score(&c, &o, &Ids);
+        assert!(s.passed(), "{s:?}");
+    }
+
+    #[test]
+    fn a_wrong_or_forbidden_tool_fails_the_tool_score() {
+        let c = case("tools = [\"list_departments\"]\nforbid = [\"create_department\"]\n");
+        let s = score(
+            &c,
+            &finished(vec![call("list_classes", json!({}))], vec![]),
+            &Ids,
+        );
+        assert!(!s.tool && !s.passed());
+        assert!(s.notes[0].contains("not called: list_departments"));
+        let s = score(
+            &c,
+            &finished(
+                vec![
+                    call("list_departments", json!({})),
+                    call("create_department", json!({})),
+                ],
+                vec![],
+            ),
+            &Ids,
+        );
+        assert!(!s.tool);
+        assert!(s.notes[0].contains("forbidden but called: create_department"));
+    }
+
+    #[test]
+    fn wrong_arguments_fail_the_args_score() {
+        let c = case(
+            "args = [{ tool = \"create_department\", path = \"name\", equals = \"Sciences\" }, { tool = \"record_attendance\", path = \"absentStudentIds\", contains = \"s-9\" }]\n",
+        );
+        let o = finished(
+            vec![
+                call("create_department", json!({ "name": "Science" })),
+                call("record_attendance", json!({ "absentStudentIds": ["s-1"] })),
+            ],
+            vec![],
+        );
+        let s = score(&c, &o, &Ids);
+        assert!(!s.args);
+        assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
+        // A later, corrected call passes.
+        let mut o = o;
+        o.calls
+            .push(call("create_department", json!({ "name": " sciences " })));
+        o.calls.push(call(
+            "record_attendance",
+            json!({ "absentStudentIds": ["s-9"] }),
+        ));
+        assert!(score(&c, &o, &Ids).args);
+    }
+
+    #[test]
+    fn an_unintended_or_missing_write_fails_the_writes_score() {
+        let c = case("writes = [{ event = \"create.department\", campus = \"Kololo\" }]\n");
+        let s = score(&c, &finished(vec![], vec![]), &Ids);
+        assert!(!s.writes);
+        assert!(s.notes[0].starts_with("missing write"));
+        let s = score(
+            &c,
+            &finished(vec![], vec![write("create.department", Some("Naalya"))]),
+            &Ids,
+        );
+        assert!(!s.writes, "the wrong campus is not the expected write");
+        let none = case("");
+        let s = score(
+            &none,
+            &finished(vec![], vec![write("rename.department", None)]),
+            &Ids,
+        );
+        assert!(!s.writes);
+        assert_eq!(s.notes, vec!["unintended write: rename.department"]);
+    }
+
+    #[test]
+    fn a_turn_without_finish_or_with_an_error_is_not_done() {
+        let c = case("");
+        let mut o = Observed::default();
+        assert!(!score(&c, &o, &Ids).done);
+        o.finish = Some("stop".into());
+        o.errors.push("model unavailable".into());
+        assert!(!score(&c, &o, &Ids).done);
+    }
+
+    #[test]
+    fn paths_reach_into_arrays() {
+        let v = json!({ "marks": [{ "studentId": "a" }, { "studentId": "b" }] });
+        assert_eq!(
+            at_path(&v, "marks.*.studentId"),
+            vec![json!("a"), json!("b")]
+        );
+        assert_eq!(at_path(&v, "marks.1.studentId"), vec![json!("b")]);
+        assert!(at_path(&v, "nothing.here").is_empty());
+    }
+}
