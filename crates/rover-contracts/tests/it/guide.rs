@@ -6,7 +6,7 @@
 //! whole identifier (`create_department`; a one-word name only quoted, `"task"`), its event quoted
 //! (`"create.department"`), or its contract type (`CreateDepartment`, `CreateDepartmentArgs`; a
 //! one-word tool only as `tools::Task` or `Task::CONTRACT`). Scanned: every file of the repository
-//! except `target/`, `node_modules/`, hidden folders, any `tests/` folder, and Markdown outside
+//! except `target/`, `node_modules/`, build output (`dist/`), hidden folders, any `tests/` folder, and Markdown outside
 //! `skills/`; in Rust files, `//` comment lines and everything from the first `#[cfg(test)]` on are
 //! left out. A file is covered when the guide names it, its folder, or — for a skill's `SKILL.md` —
 //! the folder of its skill set (`skills/rover/`).
@@ -32,7 +32,9 @@ fn scanned_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
     for path in entries {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         if path.is_dir() {
-            if !(name.starts_with('.') || ["target", "node_modules", "tests"].contains(&&*name)) {
+            if !(name.starts_with('.')
+                || ["target", "node_modules", "tests", "dist"].contains(&&*name))
+            {
                 scanned_files(root, &path, out);
             }
             continue;
