@@ -1,0 +1,309 @@
+//! Approval before writes, through the real gateway: a write pauses the turn with
+//! `tool-approval-request`, the next POST answers it (`addToolApprovalResponse`'s tool part), and
+//! the write runs exactly once — or, declined, never, and the model is told. Answers are bound to
+//! the call, its input and the caller: forged, altered, replayed or someone else's change nothing.
+
+use serde_json::{Value, json};
+
+use crate::checker::sciences;
+use crate::stack::{Service, Stack, Turn, read_stream};
+
+/// Every write needs approval in `school` (the demo seed lets them run without).
+async fn require_approvals(stack: &Stack, school: uuid::Uuid) {
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(school)
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+}
+
+/// The answer `addToolApprovalResponse` makes: the tool part, approval-responded.
+fn answer(request: &Value, tool: &str, input: &Value, approved: bool) -> Value {
+    json!([{ "id": "a1", "role": "assistant", "parts": [{
+        "type": format!("tool-{tool}"),
+        "toolCallId": request["toolCallId"],
+        "state": "approval-responded",
+        "input": input,
+        "approval": { "id": request["approvalId"], "approved": approved },
+    }] }])
+}
+
+async fn post_answer(stack: &Stack, email: &str, chat: &str, body: Value) -> reqwest::Response {
+    stack
+        .post(stack.gateway, &stack.token(email), chat, body)
+        .await
+}
+
+/// The paused turn's approval request and the input of the call it names.
+fn requested(turn: &Turn) -> (Value, Value) {
+    let requests = turn.of_type("tool-approval-request");
+    assert_eq!(requests.len(), 1, "{:#?}", turn.chunks);
+    let request = requests[0].clone();
+    let input = turn
+        .of_type("tool-input-available")
+        .into_iter()
+        .find(|c| c["toolCallId"] == request["toolCallId"])
+        .expect("the call's input")["input"]
+        .clone();
+    (request, input)
+}
+
+#[tokio::test]
+async fn an_approved_write_runs_once_and_a_replayed_approval_does_nothing() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-approve", "Create a department called Sciences")
+        .await;
+    assert_eq!(
+        paused.finish_reason(),
+        Some("tool-calls"),
+        "{:#?}",
+        paused.chunks
+    );
+    assert!(paused.done);
+    let (request, input) = requested(&paused);
+    assert_eq!(input["name"], "Sciences");
+    assert!(paused.of_type("tool-output-available").is_empty());
+    assert_eq!(
+        sciences(&stack).await,
+        0,
+        "nothing runs before the approval"
+    );
+
+    let body = answer(&request, "create_department", &input, true);
+    let resumed = read_stream(post_answer(&stack, email, "chat-approve", body.clone()).await).await;
+    assert_eq!(resumed.status, 200);
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let outputs = resumed.of_type("tool-output-available");
+    assert_eq!(outputs.len(), 1, "{:#?}", resumed.chunks);
+    assert_eq!(outputs[0]["toolCallId"], request["toolCallId"]);
+    assert!(resumed.text().contains("Sciences"), "{}", resumed.text());
+    // The continuation adds to the paused message: same message id, no call shown again.
+    assert_eq!(
+        resumed.of_type("start")[0]["messageId"],
+        paused.of_type("start")[0]["messageId"]
+    );
+    assert!(
+        resumed.of_type("tool-input-start").is_empty(),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(sciences(&stack).await, 1);
+
+    // The same answer again: refused, and nothing runs twice.
+    let replayed = post_answer(&stack, email, "chat-approve", body).await;
+    assert_eq!(replayed.status(), 409);
+    let error: Value = replayed.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "approval_invalid", "{error:#}");
+    assert_eq!(sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn a_declined_write_never_runs_and_the_model_is_told() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-deny", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let body = answer(&request, "create_department", &input, false);
+    let resumed = read_stream(post_answer(&stack, email, "chat-deny", body).await).await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let denied = resumed.of_type("tool-output-denied");
+    assert_eq!(denied.len(), 1, "{:#?}", resumed.chunks);
+    assert_eq!(denied[0]["toolCallId"], request["toolCallId"]);
+    assert!(resumed.text().contains("declined"), "{}", resumed.text());
+    assert_eq!(sciences(&stack).await, 0);
+}
+
+#[tokio::test]
+async fn forged_altered_and_someone_elses_approvals_change_nothing() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-forged", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let refused = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (
+            status,
+            body["error"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    // Another input under the same approval id.
+    let altered = answer(
+        &request,
+        "create_department",
+        &json!({ "name": "Arts" }),
+        true,
+    );
+    let got = refused(post_answer(&stack, email, "chat-forged", altered).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // An approval id nobody issued.
+    let mut forged_request = request.clone();
+    forged_request["approvalId"] = json!(uuid::Uuid::new_v4().to_string());
+    let forged = answer(&forged_request, "create_department", &input, true);
+    let got = refused(post_answer(&stack, email, "chat-forged", forged).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // Another call id under the real approval id.
+    let mut other_call = request.clone();
+    other_call["toolCallId"] = json!("0-call_other");
+    let other = answer(&other_call, "create_department", &input, true);
+    let got = refused(post_answer(&stack, email, "chat-forged", other).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // Someone else, in their own chat, with the real approval: not theirs.
+    let body = answer(&request, "create_department", &input, true);
+    let got =
+        refused(post_answer(&stack, "dos@hill.school", "chat-forged-dos", body.clone()).await)
+            .await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // ... nor in the owner's chat (another user's thread is not found).
+    let response = post_answer(&stack, "dos@hill.school", "chat-forged", body.clone()).await;
+    assert_eq!(response.status(), 404);
+    assert_eq!(sciences(&stack).await, 0, "nothing ran");
+
+    // The call is still pending: the real answer still works, once.
+    let resumed = read_stream(post_answer(&stack, email, "chat-forged", body).await).await;
+    assert_eq!(
+        resumed.of_type("tool-output-available").len(),
+        1,
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn a_new_message_expires_a_pending_approval() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-expire", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let next = stack
+        .say(email, "chat-expire", "List the departments")
+        .await;
+    assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+    let body = answer(&request, "create_department", &input, true);
+    let late = post_answer(&stack, email, "chat-expire", body).await;
+    assert_eq!(late.status(), 409);
+    assert_eq!(sciences(&stack).await, 0);
+}
+
+#[tokio::test]
+async fn a_subagents_write_pauses_and_resumes_inside_the_subagent() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "amina@hill.school";
+    let paused = stack
+        .say(
+            email,
+            "chat-approve-subagent",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    assert_eq!(
+        paused.finish_reason(),
+        Some("tool-calls"),
+        "{:#?}",
+        paused.chunks
+    );
+    let (request, input) = requested(&paused);
+    let call = request["toolCallId"].as_str().unwrap().to_owned();
+    assert!(
+        call.contains("/class_teacher-"),
+        "a subagent's call: {call}"
+    );
+    assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+
+    let body = answer(&request, "record_attendance", &input, true);
+    let resumed =
+        read_stream(post_answer(&stack, email, "chat-approve-subagent", body).await).await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let outputs: Vec<&str> = resumed
+        .of_type("tool-output-available")
+        .iter()
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    assert!(outputs.contains(&call.as_str()), "{:#?}", resumed.chunks);
+    let task = call.split('/').next().unwrap();
+    assert!(
+        outputs.contains(&task),
+        "the task ends too: {:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+    let written = stack.count("SELECT count(*) FROM attendance").await;
+    assert!(written > 1);
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'record.attendance'")
+            .await,
+        1,
+        "the approved call ran once"
+    );
+}
+
+#[tokio::test]
+async fn a_pause_survives_a_worker_kill_and_is_answered_on_another_gateway() {
+    let mut stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(
+            email,
+            "chat-approve-kill",
+            "Create a department called Sciences",
+        )
+        .await;
+    let (request, input) = requested(&paused);
+    stack.kill(Service::Worker);
+    stack.restart(Service::Worker, &[], &[]);
+    let other = stack.another_gateway();
+    let body = answer(&request, "create_department", &input, true);
+    let resumed = read_stream(
+        stack
+            .post(other, &stack.token(email), "chat-approve-kill", body)
+            .await,
+    )
+    .await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(resumed.of_type("tool-output-available").len(), 1);
+    assert_eq!(sciences(&stack).await, 1);
+}
