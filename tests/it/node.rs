@@ -253,3 +253,118 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
         1
     );
 }
+
+/// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny) on
+/// the part waiting for approval, sent by the client's own `sendAutomaticallyWhen`.
+async fn approve(
+    stack: &Stack,
+    dir: &Path,
+    email: &str,
+    chat: &str,
+    text: &str,
+    decision: &str,
+) -> Value {
+    let mut node = Command::new("node");
+    node.current_dir(dir).args([
+        "approve.mjs",
+        &format!("http://{}", stack.gateway),
+        &stack.token(email),
+        chat,
+        text,
+        decision,
+    ]);
+    let output = run(node, "node approve.mjs", CHAT_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the ai client failed ({}); its error:\n{stderr}\nits report:\n{stdout}",
+        output.status
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(report["status"], "ready", "{report:#}");
+    assert!(report["error"].is_null(), "{report:#}");
+    report
+}
+
+/// Every write needs approval in Kampala Hill School (the demo seed lets them run without).
+async fn require_approvals(stack: &Stack) {
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(stack.db.ids.hill.as_uuid())
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_approves_a_write_and_it_runs_once() {
+    let dir = ai_client().await;
+    let stack = Stack::start().await;
+    require_approvals(&stack).await;
+    let report = approve(
+        &stack,
+        &dir,
+        "admin@hill.school",
+        "chat-node-approve",
+        "Create a department called Sciences",
+        "approve",
+    )
+    .await;
+    assert_eq!(
+        report["finishReasons"],
+        serde_json::json!(["tool-calls", "stop"]),
+        "{report:#}"
+    );
+    let requested = &report["requested"][0];
+    assert_eq!(requested["type"], "tool-create_department", "{report:#}");
+    let messages = report["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.len(),
+        2,
+        "one assistant message, continued: {report:#}"
+    );
+    let message = answer(&report);
+    let tools = parts(message, "tool-create_department");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    assert_eq!(tools[0]["state"], "output-available", "{message:#}");
+    assert_eq!(tools[0]["approval"]["approved"], true, "{message:#}");
+    assert_eq!(
+        tools[0]["output"]["data"]["name"], "Sciences",
+        "{message:#}"
+    );
+    let text: String = parts(message, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(text.contains("Sciences"), "{message:#}");
+    assert_eq!(crate::checker::sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_denies_a_subagents_write() {
+    let dir = ai_client().await;
+    let stack = Stack::start().await;
+    require_approvals(&stack).await;
+    let report = approve(
+        &stack,
+        &dir,
+        "amina@hill.school",
+        "chat-node-deny",
+        "Record attendance for S1 Blue: everyone present except Nakato",
+        "deny",
+    )
+    .await;
+    assert_eq!(
+        report["finishReasons"],
+        serde_json::json!(["tool-calls", "stop"]),
+        "{report:#}"
+    );
+    let message = answer(&report);
+    let tools = parts(message, "tool-record_attendance");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    assert_eq!(tools[0]["state"], "output-denied", "{message:#}");
+    let task = parts(message, "tool-task");
+    assert_eq!(task[0]["state"], "output-available", "{message:#}");
+    assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+}
