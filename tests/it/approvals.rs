@@ -307,3 +307,75 @@ async fn a_pause_survives_a_worker_kill_and_is_answered_on_another_gateway() {
     assert_eq!(resumed.of_type("tool-output-available").len(), 1);
     assert_eq!(sciences(&stack).await, 1);
 }
+
+#[tokio::test]
+async fn a_worker_killed_after_the_approved_write_resumes_the_continuation_without_repeating_it() {
+    // A slow model keeps the continuation running after its write.
+    let stack = Stack::start_with_model(&["--first-token-delay-ms", "300"]).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "amina@hill.school";
+    let chat = "chat-approve-kill-mid";
+    let paused = stack
+        .say(
+            email,
+            chat,
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    let (request, input) = requested(&paused);
+    let body = answer(&request, "record_attendance", &input, true);
+    let response = post_answer(&stack, email, chat, body).await;
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let mut raw = String::new();
+    let mut pending = String::new();
+    let mut killed = false;
+    let mut bytes = response.bytes_stream();
+    while let Some(chunk) = futures::StreamExt::next(&mut bytes).await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        raw.push_str(&chunk);
+        pending.push_str(&chunk);
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            let Some(value) = line
+                .trim_end()
+                .strip_prefix("data: ")
+                .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            else {
+                continue;
+            };
+            if !killed
+                && value["type"] == "tool-output-available"
+                && value["toolCallId"] == request["toolCallId"]
+            {
+                killed = true;
+                stack.kill(Service::Worker);
+                stack.restart(Service::Worker, &[], &[]);
+            }
+        }
+    }
+    let resumed = crate::stack::parse_sse(status, headers, &raw);
+    assert!(
+        killed,
+        "the worker was killed mid-continuation: {:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'record.attendance'")
+            .await,
+        1,
+        "the approved call ran once"
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+}
