@@ -26,12 +26,17 @@ pub async fn needs_approval(tx: &mut TenantTx, tool: &str) -> Result<bool, Domai
 /// A write call a turn is about to run, as the approval gate sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatedCall {
+    /// The chat.
     pub thread: ThreadId,
     /// The turn asking, and its chain (root first, the turn itself last).
     pub chain: Vec<TurnId>,
+    /// The staff member whose turn it is: the only one who may answer.
     pub user: UserId,
+    /// The call id, unique in the chain.
     pub call_id: String,
+    /// The tool.
     pub tool: String,
+    /// The arguments the model made: the approval is for exactly these.
     pub input: Value,
 }
 
@@ -126,10 +131,15 @@ pub async fn approval_for(
 /// The staff member's answer to one approval request, as the client sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalAnswer {
+    /// The id the approval request carried.
     pub approval_id: uuid::Uuid,
+    /// The call it answers.
     pub call_id: String,
+    /// The call's input as the client has it: must be the stored one.
     pub input: Value,
+    /// Approved, or declined.
     pub approved: bool,
+    /// The staff member's reason, if given.
     pub reason: Option<String>,
 }
 
