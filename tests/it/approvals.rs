@@ -379,3 +379,53 @@ async fn a_worker_killed_after_the_approved_write_resumes_the_continuation_witho
         1
     );
 }
+
+#[tokio::test]
+async fn a_tools_own_policy_beats_the_schools_and_is_read_live() {
+    let stack = Stack::start().await;
+    let hill = stack.db.ids.hill.as_uuid();
+    require_approvals(&stack, hill).await;
+    // `never` for this tool only: it runs straight away, with no approval asked.
+    sqlx::query(
+        "INSERT INTO tool_approval_policy (school_id, tool, mode) VALUES ($1, 'create_department', 'never')",
+    )
+    .bind(hill)
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    let turn = stack
+        .say(
+            "admin@hill.school",
+            "chat-policy",
+            "Create a department called Sciences",
+        )
+        .await;
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    assert!(turn.of_type("tool-approval-request").is_empty());
+    assert_eq!(sciences(&stack).await, 1);
+    // The school says `always` again, live: the next write waits.
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(hill)
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+    let turn = stack
+        .say(
+            "admin@hill.school",
+            "chat-policy-2",
+            "Create a department called Arts",
+        )
+        .await;
+    assert_eq!(
+        turn.of_type("tool-approval-request").len(),
+        1,
+        "{:#?}",
+        turn.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM departments WHERE name = 'Arts'")
+            .await,
+        0
+    );
+}
