@@ -1,5 +1,6 @@
 //! Rover's cross-service tests. Each module is one feature; each test starts what it needs.
 
+mod approvals;
 mod attacks;
 mod brokers;
 mod checker;

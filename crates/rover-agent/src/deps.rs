@@ -97,6 +97,8 @@ pub struct TurnDeps<'a> {
     pub record: Option<&'a StepRecorder>,
     /// What the turn may spend, and what it has.
     pub budget: &'a TurnBudget,
+    /// Asked before a write tool call runs (approval before writes); `None` runs every call.
+    pub approvals: Option<&'a crate::approval::ApprovalGate>,
 }
 
 impl std::fmt::Debug for TurnDeps<'_> {

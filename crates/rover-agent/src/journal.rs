@@ -28,6 +28,9 @@ pub type StepRecorder =
 #[derive(Debug, Default, Clone)]
 pub struct Journal {
     parts: std::collections::HashMap<(String, u32, String), Value>,
+    /// Keys recorded by earlier turns of a paused chain (see [`Journal::continuing`]): replayed
+    /// silently, as the client has their events already.
+    prior: std::collections::HashSet<(String, u32, String)>,
 }
 
 impl Journal {
@@ -38,7 +41,23 @@ impl Journal {
                 .into_iter()
                 .map(|p| ((p.agent, p.step, p.part), p.record))
                 .collect(),
+            prior: std::collections::HashSet::new(),
         }
+    }
+
+    /// The journal of a turn that continues a paused one: `prior` are the parts of the earlier
+    /// turns of its chain (replayed without events, and not stored again), `own` this turn's.
+    pub fn continuing(
+        prior: impl IntoIterator<Item = StepPart>,
+        own: impl IntoIterator<Item = StepPart>,
+    ) -> Self {
+        let mut journal = Self::new(prior);
+        journal.prior = journal.parts.keys().cloned().collect();
+        journal.parts.extend(
+            own.into_iter()
+                .map(|p| ((p.agent, p.step, p.part), p.record)),
+        );
+        journal
     }
 
     /// How many parts it holds.
@@ -53,5 +72,11 @@ impl Journal {
 
     pub(crate) fn get(&self, agent: &str, step: u32, part: &str) -> Option<&Value> {
         self.parts.get(&(agent.to_owned(), step, part.to_owned()))
+    }
+
+    /// Whether the part was recorded by an earlier turn of the chain (its events were sent then).
+    pub(crate) fn is_prior(&self, agent: &str, step: u32, part: &str) -> bool {
+        self.prior
+            .contains(&(agent.to_owned(), step, part.to_owned()))
     }
 }

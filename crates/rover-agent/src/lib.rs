@@ -3,6 +3,7 @@
 //! model/tool loop.
 
 pub mod agent;
+pub mod approval;
 pub mod budget;
 mod build;
 pub mod compact;
@@ -22,4 +23,4 @@ pub use agent::{Agent, Mounts};
 pub use build::build_agent;
 pub use deps::{AgentMetrics, ArtifactStore, Emitted, Events, NewArtifact, ToolRpc, TurnDeps};
 pub use journal::{Journal, StepPart, StepRecorder};
-pub use run::{TurnResult, pending_question, run_turn};
+pub use run::{TurnResult, continue_turn, pending_question, run_turn};

@@ -6,12 +6,13 @@ use std::time::Instant;
 
 use rover_contracts::AgentToolResult;
 use rover_contracts::context::RuntimeContext;
-use rover_contracts::tools::ToolKind;
+use rover_contracts::tools::{Effect, ToolKind};
 use rover_contracts::wire::{FinishReason, TurnEventKind, TurnInput};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
 use crate::agent::Agent;
+use crate::approval::{self, Gate};
 use crate::deps::{Emitted, TurnDeps, record};
 use crate::journal::MODEL_PART;
 use crate::local;
@@ -30,9 +31,86 @@ pub struct TurnResult {
 
 /// What a finished loop produced.
 struct Outcome {
+    /// The messages it added (those an earlier turn of a paused chain stored are left out).
     messages: Vec<Value>,
     text: String,
     finish: FinishReason,
+    /// It ended waiting for the staff member's approval of a write.
+    paused: bool,
+}
+
+/// What one call of a step came to.
+enum Settled {
+    /// Its result: replayed (`prior` = recorded by an earlier turn of the chain) or made now.
+    Done {
+        envelope: AgentToolResult<Value>,
+        denied: bool,
+        prior: bool,
+    },
+    /// A write waiting for approval (with the id the client answers), or a `task` whose
+    /// subagent waits on one (its own request was sent).
+    Pending { approval_id: Option<String> },
+}
+
+/// Runs one call of a step, or replays its recorded result; a write asks the approval gate
+/// first. Every result is recorded before the loop moves on.
+async fn settle(
+    agent: &Agent,
+    key: &str,
+    step: u32,
+    call: &Call,
+    input: Result<Value, String>,
+    deps: TurnDeps<'_>,
+) -> Result<Settled, ModelError> {
+    if let Some((envelope, denied)) = deps
+        .journal
+        .get(key, step, &call.id)
+        .and_then(approval::from_journal)
+    {
+        return Ok(Settled::Done {
+            envelope,
+            denied,
+            prior: deps.journal.is_prior(key, step, &call.id),
+        });
+    }
+    let gated = match (&input, deps.approvals, agent.tool(&call.name)) {
+        (Ok(args), Some(gate), Some(tool))
+            if tool.contract.effect == Effect::Write
+                && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
+        {
+            let query = approval::GateQuery {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                input: args.clone(),
+            };
+            gate(query).await.map_err(ModelError::Journal)?
+        }
+        _ => Gate::Run,
+    };
+    let (envelope, denied) = match gated {
+        Gate::Pending { approval_id } => {
+            return Ok(Settled::Pending {
+                approval_id: Some(approval_id),
+            });
+        }
+        Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
+        Gate::Refused(error) => (AgentToolResult::error(error), false),
+        Gate::Run => match execute(agent, call, input, deps).await {
+            Some(envelope) => (envelope, false),
+            None => return Ok(Settled::Pending { approval_id: None }),
+        },
+    };
+    let stored = if denied {
+        approval::journal_denied(&envelope)
+    } else {
+        serde_json::to_value(&envelope).unwrap_or_default()
+    };
+    record(deps, key, step, &call.id, stored).await?;
+    Ok(Settled::Done {
+        envelope,
+        denied,
+        prior: false,
+    })
 }
 
 /// Runs one turn of `agent` after `history` (OpenAI-format messages). A leading `system`
@@ -44,6 +122,41 @@ pub async fn run_turn(
     input: &TurnInput,
     deps: TurnDeps<'_>,
 ) -> Result<TurnResult, ModelError> {
+    let first = input_message(input, deps.context);
+    let outcome = run_after(agent, history, first.clone(), deps).await?;
+    let mut messages = vec![first];
+    messages.extend(outcome.messages);
+    Ok(TurnResult {
+        messages,
+        finish: outcome.finish,
+    })
+}
+
+/// Continues a turn chain that paused for approval: the loop runs again from the chain's first
+/// message (`first`, after `history`, the thread before it) with the chain's journal
+/// ([`crate::Journal::continuing`]), so what the earlier turns did is replayed silently and the
+/// answered calls run (or are declined) where they paused — inside a subagent too. Only what this
+/// turn adds is returned to be stored.
+pub async fn continue_turn(
+    agent: &Agent,
+    history: Vec<Value>,
+    first: Value,
+    deps: TurnDeps<'_>,
+) -> Result<TurnResult, ModelError> {
+    let outcome = run_after(agent, history, first, deps).await?;
+    Ok(TurnResult {
+        messages: outcome.messages,
+        finish: outcome.finish,
+    })
+}
+
+/// Rover's loop on `first` after `history`.
+async fn run_after(
+    agent: &Agent,
+    history: Vec<Value>,
+    first: Value,
+    deps: TurnDeps<'_>,
+) -> Result<Outcome, ModelError> {
     let mut history = history.into_iter().peekable();
     let mut system = agent.system_prompt.clone();
     if let Some(summary) = history.next_if(|m| m["role"] == "system") {
@@ -53,15 +166,8 @@ pub async fn run_turn(
     let mut conversation = Vec::with_capacity(history.len() + 2);
     conversation.push(json!({ "role": "system", "content": system }));
     conversation.extend(history);
-    let first = input_message(input, deps.context);
-    conversation.push(first.clone());
-    let outcome = run_loop(agent, "", complete_tool_results(conversation), deps).await?;
-    let mut messages = vec![first];
-    messages.extend(outcome.messages);
-    Ok(TurnResult {
-        messages,
-        finish: outcome.finish,
-    })
+    conversation.push(first);
+    run_loop(agent, "", complete_tool_results(conversation), deps).await
 }
 
 /// The message a turn's input becomes: the staff member's text, or the answer to the `ask_user`
@@ -76,6 +182,8 @@ pub fn input_message(input: &TurnInput, context: &RuntimeContext) -> Value {
             let answer = AgentToolResult::data(output.clone(), context.call_scope().describe());
             json!({ "role": "tool", "tool_call_id": tool_call_id, "content": answer.to_model_string() })
         }
+        // Continuing turns start from their chain's first message (`continue_turn`).
+        TurnInput::Continue { .. } => Value::Null,
     }
 }
 
@@ -100,7 +208,15 @@ async fn run_loop(
         .map_or(String::new(), |s| format!("{key}/{}-", s.name()));
     let mut added = Vec::new();
     for step in 0..deps.step_limit {
-        emit(TurnEventKind::StartStep);
+        // A step an earlier turn of a paused chain recorded was sent to the client then: it is
+        // replayed without events, and not stored again.
+        let prior = deps.journal.is_prior(key, step, MODEL_PART);
+        let emit_step = |event| {
+            if !prior {
+                emit(event);
+            }
+        };
+        emit_step(TurnEventKind::StartStep);
         let span = tracing::info_span!(
             "gen_ai.chat",
             otel.kind = "client",
@@ -116,7 +232,7 @@ async fn run_loop(
         let step_name = format!("{prefix}{step}");
         let recorded = deps.journal.get(key, step, MODEL_PART);
         let (text, calls) = match recorded {
-            Some(assistant) => replay_model(assistant, &step_name, &emit),
+            Some(assistant) => replay_model(assistant, &step_name, &emit_step),
             None => {
                 let (text, calls) = stream_step(deps, &conversation, &tools, &step_name, &emit)
                     .instrument(span)
@@ -133,18 +249,19 @@ async fn run_loop(
             }
         };
         let assistant = assistant_message(&text, &calls);
-        if calls.is_empty() {
-            conversation.push(assistant.clone());
+        conversation.push(assistant.clone());
+        if !prior {
             added.push(assistant);
-            emit(TurnEventKind::FinishStep);
+        }
+        if calls.is_empty() {
+            emit_step(TurnEventKind::FinishStep);
             return Ok(Outcome {
                 messages: added,
                 text,
                 finish: FinishReason::Stop,
+                paused: false,
             });
         }
-        conversation.push(assistant.clone());
-        added.push(assistant);
         let inputs: Vec<Result<Value, String>> = calls
             .iter()
             .map(|c| parse_arguments(&c.arguments))
@@ -153,7 +270,7 @@ async fn run_loop(
             let input = input
                 .clone()
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-            emit(TurnEventKind::ToolInputAvailable {
+            emit_step(TurnEventKind::ToolInputAvailable {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 input,
@@ -163,11 +280,12 @@ async fn run_loop(
         // result the step lacks. Beside other calls it is refused with an error result (below),
         // so every call of a step always has its result and the thread stays valid.
         if asks_alone(agent, &calls, &inputs) {
-            emit(TurnEventKind::FinishStep);
+            emit_step(TurnEventKind::FinishStep);
             return Ok(Outcome {
                 messages: added,
                 text,
                 finish: FinishReason::ToolCalls,
+                paused: false,
             });
         }
         // The step's calls fit the turn's budget together, or none of them starts.
@@ -176,22 +294,14 @@ async fn run_loop(
             .filter(|c| deps.journal.get(key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
-        // Each result is recorded as it arrives; a resumed step runs only the calls it lacks.
-        let results = futures::future::join_all(calls.iter().zip(inputs).map(|(call, input)| {
-            let recorded = deps
-                .journal
-                .get(key, step, &call.id)
-                .and_then(|v| serde_json::from_value::<AgentToolResult<Value>>(v.clone()).ok());
-            async move {
-                if let Some(envelope) = recorded {
-                    return Ok(envelope);
-                }
-                let envelope = execute(agent, call, input, deps).await;
-                let stored = serde_json::to_value(&envelope).unwrap_or_default();
-                record(deps, key, step, &call.id, stored).await?;
-                Ok::<_, ModelError>(envelope)
-            }
-        }))
+        // Each result is recorded as it arrives; a resumed step runs only the calls it lacks. A
+        // write waiting for approval (or a subagent paused on one) has no result yet.
+        let results = futures::future::join_all(
+            calls
+                .iter()
+                .zip(inputs)
+                .map(|(call, input)| settle(agent, key, step, call, input, deps)),
+        )
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
@@ -199,9 +309,42 @@ async fn run_loop(
         if let Some(spent) = deps.budget.exhausted() {
             return Err(spent.into());
         }
-        for (call, envelope) in calls.iter().zip(results) {
+        let mut paused = false;
+        let mut live = !prior;
+        for (call, settled) in calls.iter().zip(results) {
+            let (envelope, denied) = match settled {
+                Settled::Pending { approval_id } => {
+                    paused = true;
+                    live = true;
+                    if let Some(approval_id) = approval_id {
+                        emit(TurnEventKind::ToolApprovalRequest {
+                            approval_id,
+                            tool_call_id: call.id.clone(),
+                        });
+                    }
+                    continue;
+                }
+                Settled::Done {
+                    envelope,
+                    prior: true,
+                    ..
+                } => {
+                    let content = envelope.to_model_string();
+                    conversation.push(
+                        json!({ "role": "tool", "tool_call_id": call.id, "content": content }),
+                    );
+                    continue;
+                }
+                Settled::Done {
+                    envelope, denied, ..
+                } => (envelope, denied),
+            };
+            live = true;
             let content = envelope.to_model_string();
             match &envelope {
+                _ if denied => emit(TurnEventKind::ToolOutputDenied {
+                    tool_call_id: call.id.clone(),
+                }),
                 AgentToolResult::Data { .. } => emit(TurnEventKind::ToolOutputAvailable {
                     tool_call_id: call.id.clone(),
                     output: serde_json::from_str(&content)
@@ -216,7 +359,18 @@ async fn run_loop(
             conversation.push(message.clone());
             added.push(message);
         }
-        emit(TurnEventKind::FinishStep);
+        if live {
+            emit(TurnEventKind::FinishStep);
+        }
+        if paused {
+            // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
+            return Ok(Outcome {
+                messages: added,
+                text,
+                finish: FinishReason::ToolCalls,
+                paused: true,
+            });
+        }
     }
     // Out of steps: end with a clear sentence, not silence.
     let id = format!("{prefix}limit");
@@ -235,6 +389,7 @@ async fn run_loop(
         messages: added,
         text: notice,
         finish: FinishReason::Length,
+        paused: false,
     })
 }
 
@@ -297,13 +452,13 @@ fn complete_tool_results(conversation: Vec<Value>) -> Vec<Value> {
 }
 
 /// Runs one tool call and returns the envelope the model reads. Never fails: every failure is an
-/// error envelope the model can explain.
+/// error envelope the model can explain. `None`: a `task` whose subagent paused for approval.
 async fn execute(
     agent: &Agent,
     call: &Call,
     input: Result<Value, String>,
     deps: TurnDeps<'_>,
-) -> AgentToolResult<Value> {
+) -> Option<AgentToolResult<Value>> {
     let span = tracing::info_span!(
         "gen_ai.execute_tool",
         gen_ai.operation.name = "execute_tool",
@@ -327,72 +482,79 @@ async fn execute(
 }
 
 /// Runs the call: returns the tool's event (its name for local tools), the outcome label and the
-/// envelope.
+/// envelope (`None`: a subagent paused).
 async fn run_tool<'c>(
     agent: &Agent,
     call: &'c Call,
     input: Result<Value, String>,
     deps: TurnDeps<'_>,
-) -> (&'c str, &'static str, AgentToolResult<Value>) {
+) -> (&'c str, &'static str, Option<AgentToolResult<Value>>) {
     let Some(tool) = agent.tool(&call.name) else {
         return (
             "unknown",
             "invalid",
-            AgentToolResult::error(format!(
+            Some(AgentToolResult::error(format!(
                 "There is no tool named {} here.",
                 call.name.chars().take(64).collect::<String>()
-            )),
+            ))),
         );
     };
     let args = match input {
         Ok(args) => args,
-        Err(error) => return (&call.name, "invalid", AgentToolResult::error(error)),
+        Err(error) => return (&call.name, "invalid", Some(AgentToolResult::error(error))),
     };
     if call.name == ASK_USER {
         // Only reached when the question was not asked alone (or its arguments are invalid).
         let error = crate::agent::validate_arguments(tool, &args)
             .err()
             .unwrap_or_else(|| ASK_ALONE.to_owned());
-        return (&call.name, "invalid", AgentToolResult::error(error));
+        return (&call.name, "invalid", Some(AgentToolResult::error(error)));
     }
     match tool.contract.kind {
         ToolKind::Rpc { event, .. } => {
             let (outcome, result) = call_rpc(event, &call.id, args, deps).await;
-            (event, outcome, result)
+            (event, outcome, Some(result))
         }
         ToolKind::Local { .. } => {
             if let Err(error) = crate::agent::validate_arguments(tool, &args) {
-                return (&call.name, "invalid", AgentToolResult::error(error));
+                return (&call.name, "invalid", Some(AgentToolResult::error(error)));
             }
             let result = if call.name == "task" {
                 delegate(agent, &call.id, args, deps).await
             } else {
-                local::run(agent, &call.name, args, deps).await
+                Some(local::run(agent, &call.name, args, deps).await)
             };
-            let outcome = if result.is_error() { "error" } else { "ok" };
+            let outcome = match &result {
+                None => "paused",
+                Some(result) if result.is_error() => "error",
+                Some(_) => "ok",
+            };
             (&call.name, outcome, result)
         }
     }
 }
 
-/// `task`: runs a role subagent on the description and returns its final answer.
+/// `task`: runs a role subagent on the description and returns its final answer; `None` when
+/// the subagent paused for an approval (the `task` call then waits too).
 async fn delegate(
     agent: &Agent,
     call_id: &str,
     args: Value,
     deps: TurnDeps<'_>,
-) -> AgentToolResult<Value> {
+) -> Option<AgentToolResult<Value>> {
     let args: rover_contracts::tools::TaskArgs = match serde_json::from_value(args) {
         Ok(args) => args,
         Err(error) => {
-            return AgentToolResult::error(format!("Invalid arguments for task: {error}."));
+            return Some(AgentToolResult::error(format!(
+                "Invalid arguments for task: {error}."
+            )));
         }
     };
     let Some(subagent) = agent.delegate(args.subagent) else {
-        return AgentToolResult::error(format!(
+        return Some(AgentToolResult::error(format!(
             "There is no {} specialist for you this turn.",
             args.subagent.name()
-        ));
+        )));
     };
     let conversation = vec![
         json!({ "role": "system", "content": subagent.system_prompt }),
@@ -407,14 +569,15 @@ async fn delegate(
         .instrument(span)
         .await
     {
-        Ok(outcome) => AgentToolResult::data(
+        Ok(outcome) if outcome.paused => None,
+        Ok(outcome) => Some(AgentToolResult::data(
             Value::String(outcome.text),
             deps.context.call_scope().describe(),
-        ),
-        Err(error) => AgentToolResult::error(format!(
+        )),
+        Err(error) => Some(AgentToolResult::error(format!(
             "The {} specialist failed: {error}.",
             args.subagent.name()
-        )),
+        ))),
     }
 }
 

@@ -53,6 +53,9 @@ error_codes! {
     Conflict = "conflict", 409;
     /// The chat already has a reply in progress: one turn at a time per thread.
     TurnInProgress = "turn_in_progress", 409;
+    /// An approval answer matches no approval request waiting in the caller's chat (forged,
+    /// altered, replayed or someone else's): nothing runs.
+    ApprovalInvalid = "approval_invalid", 409;
     /// The body is over the size limit.
     TooLarge = "too_large", 413;
     /// Too many requests or concurrent turns.

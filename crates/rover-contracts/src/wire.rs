@@ -178,6 +178,12 @@ pub enum TurnInput {
         /// The answer, as the client sent it.
         output: serde_json::Value,
     },
+    /// The staff member answered the approval requests a turn paused on (the gateway recorded the
+    /// answers, bound to this turn): the paused turn's loop continues from its journal.
+    Continue {
+        /// The paused chain of turns, root first: each paused and was continued by the next.
+        chain: Vec<TurnId>,
+    },
 }
 
 /// Worker → gateway: one event of a turn, in order.
@@ -276,6 +282,18 @@ pub enum TurnEventKind {
         tool_call_id: String,
         /// The envelope the model read.
         output: serde_json::Value,
+    },
+    /// The call is a write that waits for the staff member's approval; the turn pauses.
+    ToolApprovalRequest {
+        /// The id the client answers with (`addToolApprovalResponse`).
+        approval_id: String,
+        /// The call.
+        tool_call_id: String,
+    },
+    /// The staff member declined the call; it did not run.
+    ToolOutputDenied {
+        /// The call.
+        tool_call_id: String,
     },
     /// The call failed; the Hub hides failed rows and lets Rover's reply carry the news.
     ToolOutputError {

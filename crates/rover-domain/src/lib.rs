@@ -30,6 +30,7 @@
 //! *API Boundary*: this crate knows nothing of HTTP or AMQP.
 
 pub mod actor;
+pub mod approvals;
 mod attendance;
 pub mod audit;
 pub mod calendar;

@@ -227,6 +227,12 @@ fn demo_rows(ids: &DemoIds, year: i32) -> Vec<TableRows> {
             "schools",
             json!({ "id": school, "name": s.name, "time_zone": s.time_zone }),
         );
+        // The demo schools let writes run without approval (the demo turn and the fault suites take
+        // the straight path); a school with no policy rows needs approval for every write.
+        push(
+            "tool_approval_policy",
+            json!({ "school_id": school, "tool": "*", "mode": "never" }),
+        );
         for campus in s.campuses {
             push(
                 "campuses",
@@ -319,6 +325,11 @@ fn demo_rows(ids: &DemoIds, year: i32) -> Vec<TableRows> {
             "campuses",
             "id uuid, school_id uuid, name text",
             take("campuses"),
+        ),
+        (
+            "tool_approval_policy",
+            "school_id uuid, tool text, mode text",
+            take("tool_approval_policy"),
         ),
         (
             "users",

@@ -33,6 +33,7 @@ mod chunks;
 mod request;
 mod stream;
 
+mod approvals;
 pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
 use request::{campus_choice, thread_id};
 use stream::stream_response;
@@ -58,9 +59,10 @@ async fn post_chat(
     let body = input::body_bytes(body)?;
     let ChatTurn {
         thread,
-        input,
+        mut input,
         attachments,
         campus,
+        approvals,
     } = parse_chat_request(&body, &InputLimits::from(&state.settings))?;
     let campus = campus_choice(campus, &headers)?;
     let turn = TurnId::new();
@@ -83,6 +85,22 @@ async fn post_chat(
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
     rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
+    // Answers to approval requests are bound here, once, to this turn; anything else the staff
+    // member sends moves the chat on, and what still waits for approval can no longer be given.
+    let mut message_id = format!("msg-{turn}");
+    if approvals.is_empty() {
+        rover_domain::approvals::expire_pending(&mut tx, thread).await?;
+    } else {
+        let chain =
+            rover_domain::approvals::answer(&mut tx, thread, principal.user_id, turn, &approvals)
+                .await?
+                .ok_or_else(approvals::invalid_answer)?;
+        // The continuation adds to the paused chain's assistant message.
+        if let Some(root) = chain.first() {
+            message_id = format!("msg-{root}");
+        }
+        input = rover_contracts::wire::TurnInput::Continue { chain };
+    }
 
     let school = caller.school;
     let grant = TurnGrant {
@@ -103,7 +121,7 @@ async fn post_chat(
     let request = TurnRequest {
         turn_id: turn,
         thread_id: thread,
-        message_id: format!("msg-{turn}"),
+        message_id,
         context: caller.context,
         identity,
         input,

@@ -22,6 +22,7 @@ use rover_telemetry::metrics::{Metrics, TurnMetrics};
 
 use crate::turn::handle_turn;
 
+mod approvals;
 mod budget;
 mod events;
 mod request;

@@ -4,7 +4,9 @@
 use futures::FutureExt as _;
 use rover_agent::compact::{self, Budget, Summary, Window};
 use rover_agent::sandbox::{Sandbox, SandboxOwner};
-use rover_agent::{Agent, Journal, Mounts, NewArtifact, StepPart, TurnDeps, build_agent, run_turn};
+use rover_agent::{
+    Agent, Journal, Mounts, NewArtifact, StepPart, TurnDeps, build_agent, continue_turn, run_turn,
+};
 use rover_contracts::ErrorCode;
 use rover_contracts::wire::{FinishReason, TurnInput, TurnRequest};
 use serde_json::Value;
@@ -34,9 +36,27 @@ pub(crate) async fn run_request(
         .await
         .map_err(internal("begin"))?;
 
-    let history = rover_domain::conversation::history(&mut tx, request.thread_id)
-        .await
-        .map_err(internal("history"))?;
+    // A continuation starts again from its chain's first message, after the thread before it.
+    let (history, first) = match &request.input {
+        TurnInput::Continue { chain } => {
+            let root = chain.first().copied().unwrap_or(request.turn_id);
+            let (history, first) =
+                rover_domain::approvals::history_before(&mut tx, request.thread_id, root)
+                    .await
+                    .map_err(internal("history"))?;
+            let first = first.ok_or_else(|| Failure {
+                code: ErrorCode::InvalidRequest,
+                message: "The request this approval continues is no longer in the chat.".to_owned(),
+            })?;
+            (history, first)
+        }
+        input => (
+            rover_domain::conversation::history(&mut tx, request.thread_id)
+                .await
+                .map_err(internal("history"))?,
+            rover_agent::run::input_message(input, context),
+        ),
+    };
     let summary = rover_domain::conversation::summary(&mut tx, request.thread_id)
         .await
         .map_err(internal("summary"))?;
@@ -128,7 +148,8 @@ pub(crate) async fn run_request(
             sandbox: sandbox.is_some(),
         },
     );
-    let history = window(shared, request, &agent, history, summary, budget).await?;
+    let history = window(shared, request, &agent, &first, history, summary, budget).await?;
+    let gate = crate::approvals::gate(shared, request);
     let deps = TurnDeps {
         model: &shared.model,
         tools: &shared.tools,
@@ -145,24 +166,26 @@ pub(crate) async fn run_request(
         journal,
         record: Some(&recorder),
         budget,
+        approvals: Some(&gate),
     };
-    let result = run_turn(&agent, history, &request.input, deps)
-        .await
-        .map_err(|e| match e {
-            rover_agent::model::ModelError::Budget(spent) => spent_budget(shared, &spent),
-            rover_agent::model::ModelError::Journal(error) => {
-                tracing::error!(%error, "could not record the turn's progress");
-                Failure {
-                    code: ErrorCode::Unavailable,
-                    message: "The assistant could not save its progress. Please try again."
-                        .to_owned(),
-                }
+    let result = match &request.input {
+        TurnInput::Continue { .. } => continue_turn(&agent, history, first, deps).await,
+        input => run_turn(&agent, history, input, deps).await,
+    }
+    .map_err(|e| match e {
+        rover_agent::model::ModelError::Budget(spent) => spent_budget(shared, &spent),
+        rover_agent::model::ModelError::Journal(error) => {
+            tracing::error!(%error, "could not record the turn's progress");
+            Failure {
+                code: ErrorCode::Unavailable,
+                message: "The assistant could not save its progress. Please try again.".to_owned(),
             }
-            e => Failure {
-                code: ErrorCode::ModelError,
-                message: format!("The assistant's model failed: {e}"),
-            },
-        })?;
+        }
+        e => Failure {
+            code: ErrorCode::ModelError,
+            message: format!("The assistant's model failed: {e}"),
+        },
+    })?;
 
     let mut tx = rover_domain::begin_tenant(&shared.pool, school)
         .await
@@ -187,6 +210,7 @@ pub(crate) async fn window(
     shared: &Shared,
     request: &TurnRequest,
     agent: &Agent,
+    input: &Value,
     history: Vec<Value>,
     stored: Option<(usize, String)>,
     spend: &rover_agent::budget::TurnBudget,
@@ -195,8 +219,7 @@ pub(crate) async fn window(
         max_tokens: shared.settings.agent.context_budget_tokens,
         tool_result_max_tokens: shared.settings.agent.tool_result_max_tokens,
     };
-    let input = rover_agent::run::input_message(&request.input, &request.context);
-    let fixed = compact::fixed_cost(&agent.system_prompt, &agent.tool_definitions(), &input);
+    let fixed = compact::fixed_cost(&agent.system_prompt, &agent.tool_definitions(), input);
     let mut summary = stored.map(|(covers, text)| Summary { covers, text });
     // One summarising pass always fits (see `compact::fit`); the bound is a guard.
     for _ in 0..3 {

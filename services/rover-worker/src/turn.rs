@@ -79,7 +79,7 @@ pub(crate) async fn handle_turn(
             .await;
         return Outcome::Ack;
     }
-    let fresh = prior.journal.is_empty() && prior.continuation.next_seq() == 0;
+    let fresh = !prior.own_parts && prior.continuation.next_seq() == 0;
     // A turn that keeps failing its workers is stopped while a worker can still tell the client:
     // on its last delivery it answers with an error, unrun, and goes to the dead-letter queue.
     let give_up =
@@ -207,8 +207,10 @@ pub(crate) struct Prior {
     completed: Option<FinishReason>,
     /// The events already sent, to continue after.
     continuation: Continuation,
-    /// The parts already done, to replay.
+    /// The parts already done, to replay (for a continuation, with its chain's, silently).
     journal: Journal,
+    /// This turn recorded parts before (a redelivery).
+    own_parts: bool,
 }
 
 pub(crate) async fn load_prior(
@@ -234,16 +236,24 @@ pub(crate) async fn load_prior(
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
     let parts = rover_domain::conversation::steps(&mut tx, request.turn_id).await?;
+    let chain = match &request.input {
+        TurnInput::Continue { chain } => {
+            rover_domain::approvals::chain_steps(&mut tx, chain).await?
+        }
+        _ => Vec::new(),
+    };
     tx.commit().await?;
+    let step = |p: rover_domain::conversation::StepPart| StepPart {
+        agent: p.agent,
+        step: p.step,
+        part: p.part,
+        record: p.record,
+    };
     Ok(Prior {
         completed,
         continuation: Continuation::after(events),
-        journal: Journal::new(parts.into_iter().map(|p| StepPart {
-            agent: p.agent,
-            step: p.step,
-            part: p.part,
-            record: p.record,
-        })),
+        own_parts: !parts.is_empty(),
+        journal: Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step)),
     })
 }
 

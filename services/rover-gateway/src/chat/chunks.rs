@@ -32,9 +32,11 @@ impl ChunkMapper {
                     "traceId": trace_id.as_deref().unwrap_or(&self.trace),
                 },
             })],
-            TurnEventKind::StartStep if !from_subagent => vec![json!({ "type": "start-step" })],
-            TurnEventKind::FinishStep if !from_subagent => vec![json!({ "type": "finish-step" })],
-            TurnEventKind::StartStep | TurnEventKind::FinishStep => Vec::new(),
+            // A subagent's steps are steps too: a client's "is the last step answered?" (AI SDK's
+            // `lastAssistantMessageIsCompleteWithApprovalResponses`) must see a subagent's call
+            // waiting for approval apart from the `task` call that waits on it.
+            TurnEventKind::StartStep => vec![json!({ "type": "start-step" })],
+            TurnEventKind::FinishStep => vec![json!({ "type": "finish-step" })],
             TurnEventKind::TextStart { id } if from_subagent => {
                 self.subagent_text.insert(id, String::new());
                 Vec::new()
@@ -83,6 +85,15 @@ impl ChunkMapper {
                 vec![
                     json!({ "type": "tool-output-available", "toolCallId": tool_call_id, "output": output }),
                 ]
+            }
+            TurnEventKind::ToolApprovalRequest {
+                approval_id,
+                tool_call_id,
+            } => vec![
+                json!({ "type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id }),
+            ],
+            TurnEventKind::ToolOutputDenied { tool_call_id } => {
+                vec![json!({ "type": "tool-output-denied", "toolCallId": tool_call_id })]
             }
             TurnEventKind::ToolOutputError {
                 tool_call_id,

@@ -43,6 +43,9 @@ pub(crate) struct ChatTurn {
     pub(crate) attachments: Vec<Attachment>,
     /// The campus named in the body, if any.
     pub(crate) campus: Option<CampusId>,
+    /// The staff member's answers to approval requests (then `input` is a `Continue` whose chain
+    /// the gateway learns when it records them).
+    pub(crate) approvals: Vec<rover_domain::approvals::ApprovalAnswer>,
 }
 
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
@@ -54,12 +57,23 @@ pub(crate) fn parse_chat_request(body: &[u8], limits: &InputLimits) -> Result<Ch
         ApiError::new(ErrorCode::InvalidRequest, error.message)
     })?;
     let thread = thread_id(&body.id)?;
-    let (input, attachments) = turn_input(&body.messages, limits)?;
+    let approvals = match body.messages.last() {
+        Some(last) if last.role == "assistant" && last.parts.len() <= limits.max_parts => {
+            super::approvals::answers(&last.parts)?
+        }
+        _ => Vec::new(),
+    };
+    let (input, attachments) = if approvals.is_empty() {
+        turn_input(&body.messages, limits)?
+    } else {
+        (TurnInput::Continue { chain: Vec::new() }, Vec::new())
+    };
     Ok(ChatTurn {
         thread,
         input,
         attachments,
         campus: body.campus_id,
+        approvals,
     })
 }
 

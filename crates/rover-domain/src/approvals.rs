@@ -1,0 +1,251 @@
+//! Approval before writes: the per-school policy (which write tools need the staff member's
+//! approval), the pending approvals a paused turn leaves, the staff member's answer to them, and
+//! what a turn that continues a paused one reads (the history before the paused chain, its first
+//! message and its journal).
+
+use rover_contracts::ids::{ThreadId, TurnId, UserId};
+use serde_json::Value;
+
+use crate::conversation::StepPart;
+use crate::{DomainError, TenantTx};
+
+/// Whether a write tool needs approval in the caller's school: the tool's own row, else the
+/// school's `*` row, else yes.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", tool))]
+pub async fn needs_approval(tx: &mut TenantTx, tool: &str) -> Result<bool, DomainError> {
+    let mode: Option<String> = sqlx::query_scalar(
+        "SELECT mode FROM tool_approval_policy WHERE tool = $1 OR tool = '*' \
+         ORDER BY (tool = '*') LIMIT 1",
+    )
+    .bind(tool)
+    .fetch_optional(tx.connection())
+    .await?;
+    Ok(mode.as_deref() != Some("never"))
+}
+
+/// A write call a turn is about to run, as the approval gate sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatedCall {
+    /// The chat.
+    pub thread: ThreadId,
+    /// The turn asking, and its chain (root first, the turn itself last).
+    pub chain: Vec<TurnId>,
+    /// The staff member whose turn it is: the only one who may answer.
+    pub user: UserId,
+    /// The call id, unique in the chain.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments the model made: the approval is for exactly these.
+    pub input: Value,
+}
+
+/// An approval's state, as the turn that asks may act on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalState {
+    /// Waiting for the staff member: the turn pauses on it (the id goes to the client).
+    Pending { approval_id: uuid::Uuid },
+    /// Approved, for this very turn and input: run it.
+    Approved,
+    /// Declined, with the staff member's reason if any.
+    Denied { reason: Option<String> },
+    /// Approved for another turn or input, or expired: never run.
+    Void,
+}
+
+/// The stored approval of `call`, if it has one (pending or answered).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", call_id = %call.call_id))]
+pub async fn decided(
+    tx: &mut TenantTx,
+    call: &GatedCall,
+) -> Result<Option<ApprovalState>, DomainError> {
+    let Some(root) = call.chain.first() else {
+        return Ok(None);
+    };
+    let exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM approvals WHERE root_turn_id = $1 AND call_id = $2)",
+    )
+    .bind(root.as_uuid())
+    .bind(&call.call_id)
+    .fetch_one(tx.connection())
+    .await?;
+    if exists {
+        approval_for(tx, call).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The approval of `call`: the stored one, or — when there is none — a new pending one.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", call_id = %call.call_id))]
+pub async fn approval_for(
+    tx: &mut TenantTx,
+    call: &GatedCall,
+) -> Result<ApprovalState, DomainError> {
+    let (Some(root), Some(turn)) = (call.chain.first(), call.chain.last()) else {
+        return Err(DomainError::Invalid("A turn without a chain.".to_owned()));
+    };
+    let school = tx.school_id().as_uuid();
+    let chain: Vec<uuid::Uuid> = call.chain.iter().map(|t| t.as_uuid()).collect();
+    sqlx::query(
+        "INSERT INTO approvals (school_id, approval_id, thread_id, root_turn_id, turn_id, chain, \
+                                call_id, tool, input, user_id) \
+         VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT (school_id, root_turn_id, call_id) DO NOTHING",
+    )
+    .bind(school)
+    .bind(call.thread.as_uuid())
+    .bind(root.as_uuid())
+    .bind(turn.as_uuid())
+    .bind(&chain)
+    .bind(&call.call_id)
+    .bind(&call.tool)
+    .bind(&call.input)
+    .bind(call.user.as_uuid())
+    .execute(tx.connection())
+    .await?;
+    let (approval_id, state, reason, consumer, same_input): (
+        uuid::Uuid,
+        String,
+        Option<String>,
+        Option<uuid::Uuid>,
+        bool,
+    ) = sqlx::query_as(
+        "SELECT approval_id, state, reason, consumer_turn_id, input = $3 AND user_id = $4 \
+         FROM approvals WHERE root_turn_id = $1 AND call_id = $2",
+    )
+    .bind(root.as_uuid())
+    .bind(&call.call_id)
+    .bind(&call.input)
+    .bind(call.user.as_uuid())
+    .fetch_one(tx.connection())
+    .await?;
+    Ok(match state.as_str() {
+        "pending" if same_input => ApprovalState::Pending { approval_id },
+        "approved" if same_input && consumer == Some(turn.as_uuid()) => ApprovalState::Approved,
+        "denied" => ApprovalState::Denied { reason },
+        _ => ApprovalState::Void,
+    })
+}
+
+/// The staff member's answer to one approval request, as the client sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAnswer {
+    /// The id the approval request carried.
+    pub approval_id: uuid::Uuid,
+    /// The call it answers.
+    pub call_id: String,
+    /// The call's input as the client has it: must be the stored one.
+    pub input: Value,
+    /// Approved, or declined.
+    pub approved: bool,
+    /// The staff member's reason, if given.
+    pub reason: Option<String>,
+}
+
+/// Records `answers` for `turn`, the turn that will continue the paused one: each must name a
+/// pending approval of this user's thread, for that very call and input, and all the same paused
+/// turn. Returns that turn's chain, or `None` when any answer does not match (then nothing may be
+/// recorded: the caller rolls the transaction back).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, answers = answers.len()))]
+pub async fn answer(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+    turn: TurnId,
+    answers: &[ApprovalAnswer],
+) -> Result<Option<Vec<TurnId>>, DomainError> {
+    let mut chain: Option<Vec<uuid::Uuid>> = None;
+    for answer in answers {
+        let answered: Option<Vec<uuid::Uuid>> = sqlx::query_scalar(
+            "UPDATE approvals SET state = CASE WHEN $6 THEN 'approved' ELSE 'denied' END, \
+                 reason = $7, consumer_turn_id = $8, decided_at = now() \
+             WHERE approval_id = $1 AND call_id = $2 AND input = $3 AND user_id = $4 \
+               AND thread_id = $5 AND state = 'pending' \
+             RETURNING chain",
+        )
+        .bind(answer.approval_id)
+        .bind(&answer.call_id)
+        .bind(&answer.input)
+        .bind(user.as_uuid())
+        .bind(thread.as_uuid())
+        .bind(answer.approved)
+        .bind(&answer.reason)
+        .bind(turn.as_uuid())
+        .fetch_optional(tx.connection())
+        .await?;
+        match (answered, &chain) {
+            (None, _) => return Ok(None),
+            (Some(found), Some(seen)) if &found != seen => return Ok(None),
+            (Some(found), _) => chain = Some(found),
+        }
+    }
+    Ok(chain.map(|c| c.into_iter().map(TurnId::from_uuid).collect()))
+}
+
+/// Expires the thread's pending approvals: the conversation moved on without them.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn expire_pending(tx: &mut TenantTx, thread: ThreadId) -> Result<(), DomainError> {
+    sqlx::query(
+        "UPDATE approvals SET state = 'expired', decided_at = now() \
+         WHERE thread_id = $1 AND state = 'pending'",
+    )
+    .bind(thread.as_uuid())
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
+/// The thread's history before `root`'s first message, and that message (the staff member's
+/// message that started the paused chain).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %root))]
+pub async fn history_before(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    root: TurnId,
+) -> Result<(Vec<Value>, Option<Value>), DomainError> {
+    let rows: Vec<(Value, bool)> = sqlx::query_as(
+        "SELECT message, turn_id = $2 FROM conversation_log WHERE thread_id = $1 AND position <= \
+             (SELECT min(position) FROM conversation_log WHERE thread_id = $1 AND turn_id = $2) \
+         ORDER BY position",
+    )
+    .bind(thread.as_uuid())
+    .bind(root.as_uuid())
+    .fetch_all(tx.connection())
+    .await?;
+    let mut history: Vec<Value> = Vec::with_capacity(rows.len());
+    let mut first = None;
+    for (message, is_root) in rows {
+        if is_root {
+            first = Some(message);
+        } else {
+            history.push(message);
+        }
+    }
+    Ok((history, first))
+}
+
+/// Every recorded part of the turns in `turns`.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
+pub async fn chain_steps(
+    tx: &mut TenantTx,
+    turns: &[TurnId],
+) -> Result<Vec<StepPart>, DomainError> {
+    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
+    let rows: Vec<(String, i32, String, Value)> = sqlx::query_as(
+        "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = ANY($1) \
+         ORDER BY agent, step, created_at",
+    )
+    .bind(&ids)
+    .fetch_all(tx.connection())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(agent, step, part, record)| StepPart {
+            agent,
+            step: u32::try_from(step).unwrap_or_default(),
+            part,
+            record,
+        })
+        .collect())
+}

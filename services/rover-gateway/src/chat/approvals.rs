@@ -1,0 +1,57 @@
+//! The staff member's answers to approval requests: the tool parts of the last (assistant)
+//! message in state `approval-responded` (`addToolApprovalResponse`), bound server-side to the
+//! pending approval they name (`rover_domain::approvals::answer`).
+
+use rover_contracts::ErrorCode;
+use rover_domain::approvals::ApprovalAnswer;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// The longest reason kept with an answer.
+const MAX_REASON_BYTES: usize = 1024;
+
+/// The approval answers in `parts` (none when the message answers no approval request).
+pub(crate) fn answers(parts: &[Value]) -> Result<Vec<ApprovalAnswer>, ApiError> {
+    parts
+        .iter()
+        .filter(|p| p["state"] == "approval-responded")
+        .map(|part| {
+            let invalid = || {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "An approval answer needs the call's toolCallId, input and approval {id, approved}.",
+                )
+            };
+            let approval = &part["approval"];
+            let approval_id = approval["id"]
+                .as_str()
+                .and_then(|id| uuid::Uuid::parse_str(id).ok())
+                .ok_or_else(invalid)?;
+            let call_id = part["toolCallId"].as_str().ok_or_else(invalid)?.to_owned();
+            let approved = approval["approved"].as_bool().ok_or_else(invalid)?;
+            let reason = match &approval["reason"] {
+                Value::Null => None,
+                Value::String(reason) if reason.len() <= MAX_REASON_BYTES => Some(reason.clone()),
+                _ => return Err(invalid()),
+            };
+            let input = part.get("input").cloned().ok_or_else(invalid)?;
+            Ok(ApprovalAnswer {
+                approval_id,
+                call_id,
+                input,
+                approved,
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// What a POST gets when an answer matches no pending approval of the caller's thread.
+pub(crate) fn invalid_answer() -> ApiError {
+    ApiError::new(
+        ErrorCode::ApprovalInvalid,
+        "That approval does not match a request waiting in this chat (it was already answered, \
+         is for another call or input, or is not yours). Nothing was run.",
+    )
+}

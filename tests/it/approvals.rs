@@ -1,0 +1,431 @@
+//! Approval before writes, through the real gateway: a write pauses the turn with
+//! `tool-approval-request`, the next POST answers it (`addToolApprovalResponse`'s tool part), and
+//! the write runs exactly once — or, declined, never, and the model is told. Answers are bound to
+//! the call, its input and the caller: forged, altered, replayed or someone else's change nothing.
+
+use serde_json::{Value, json};
+
+use crate::checker::sciences;
+use crate::stack::{Service, Stack, Turn, read_stream};
+
+/// Every write needs approval in `school` (the demo seed lets them run without).
+async fn require_approvals(stack: &Stack, school: uuid::Uuid) {
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(school)
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+}
+
+/// The answer `addToolApprovalResponse` makes: the tool part, approval-responded.
+fn answer(request: &Value, tool: &str, input: &Value, approved: bool) -> Value {
+    json!([{ "id": "a1", "role": "assistant", "parts": [{
+        "type": format!("tool-{tool}"),
+        "toolCallId": request["toolCallId"],
+        "state": "approval-responded",
+        "input": input,
+        "approval": { "id": request["approvalId"], "approved": approved },
+    }] }])
+}
+
+async fn post_answer(stack: &Stack, email: &str, chat: &str, body: Value) -> reqwest::Response {
+    stack
+        .post(stack.gateway, &stack.token(email), chat, body)
+        .await
+}
+
+/// The paused turn's approval request and the input of the call it names.
+fn requested(turn: &Turn) -> (Value, Value) {
+    let requests = turn.of_type("tool-approval-request");
+    assert_eq!(requests.len(), 1, "{:#?}", turn.chunks);
+    let request = requests[0].clone();
+    let input = turn
+        .of_type("tool-input-available")
+        .into_iter()
+        .find(|c| c["toolCallId"] == request["toolCallId"])
+        .expect("the call's input")["input"]
+        .clone();
+    (request, input)
+}
+
+#[tokio::test]
+async fn an_approved_write_runs_once_and_a_replayed_approval_does_nothing() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-approve", "Create a department called Sciences")
+        .await;
+    assert_eq!(
+        paused.finish_reason(),
+        Some("tool-calls"),
+        "{:#?}",
+        paused.chunks
+    );
+    assert!(paused.done);
+    let (request, input) = requested(&paused);
+    assert_eq!(input["name"], "Sciences");
+    assert!(paused.of_type("tool-output-available").is_empty());
+    assert_eq!(
+        sciences(&stack).await,
+        0,
+        "nothing runs before the approval"
+    );
+
+    let body = answer(&request, "create_department", &input, true);
+    let resumed = read_stream(post_answer(&stack, email, "chat-approve", body.clone()).await).await;
+    assert_eq!(resumed.status, 200);
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let outputs = resumed.of_type("tool-output-available");
+    assert_eq!(outputs.len(), 1, "{:#?}", resumed.chunks);
+    assert_eq!(outputs[0]["toolCallId"], request["toolCallId"]);
+    assert!(resumed.text().contains("Sciences"), "{}", resumed.text());
+    // The continuation adds to the paused message: same message id, no call shown again.
+    assert_eq!(
+        resumed.of_type("start")[0]["messageId"],
+        paused.of_type("start")[0]["messageId"]
+    );
+    assert!(
+        resumed.of_type("tool-input-start").is_empty(),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(sciences(&stack).await, 1);
+
+    // The same answer again: refused, and nothing runs twice.
+    let replayed = post_answer(&stack, email, "chat-approve", body).await;
+    assert_eq!(replayed.status(), 409);
+    let error: Value = replayed.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "approval_invalid", "{error:#}");
+    assert_eq!(sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn a_declined_write_never_runs_and_the_model_is_told() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-deny", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let body = answer(&request, "create_department", &input, false);
+    let resumed = read_stream(post_answer(&stack, email, "chat-deny", body).await).await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let denied = resumed.of_type("tool-output-denied");
+    assert_eq!(denied.len(), 1, "{:#?}", resumed.chunks);
+    assert_eq!(denied[0]["toolCallId"], request["toolCallId"]);
+    assert!(resumed.text().contains("declined"), "{}", resumed.text());
+    assert_eq!(sciences(&stack).await, 0);
+}
+
+#[tokio::test]
+async fn forged_altered_and_someone_elses_approvals_change_nothing() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-forged", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let refused = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (
+            status,
+            body["error"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    // Another input under the same approval id.
+    let altered = answer(
+        &request,
+        "create_department",
+        &json!({ "name": "Arts" }),
+        true,
+    );
+    let got = refused(post_answer(&stack, email, "chat-forged", altered).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // An approval id nobody issued.
+    let mut forged_request = request.clone();
+    forged_request["approvalId"] = json!(uuid::Uuid::new_v4().to_string());
+    let forged = answer(&forged_request, "create_department", &input, true);
+    let got = refused(post_answer(&stack, email, "chat-forged", forged).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // Another call id under the real approval id.
+    let mut other_call = request.clone();
+    other_call["toolCallId"] = json!("0-call_other");
+    let other = answer(&other_call, "create_department", &input, true);
+    let got = refused(post_answer(&stack, email, "chat-forged", other).await).await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // Someone else, in their own chat, with the real approval: not theirs.
+    let body = answer(&request, "create_department", &input, true);
+    let got =
+        refused(post_answer(&stack, "dos@hill.school", "chat-forged-dos", body.clone()).await)
+            .await;
+    assert_eq!(got, (409, "approval_invalid".to_owned()));
+    // ... nor in the owner's chat (another user's thread is not found).
+    let response = post_answer(&stack, "dos@hill.school", "chat-forged", body.clone()).await;
+    assert_eq!(response.status(), 404);
+    assert_eq!(sciences(&stack).await, 0, "nothing ran");
+
+    // The call is still pending: the real answer still works, once.
+    let resumed = read_stream(post_answer(&stack, email, "chat-forged", body).await).await;
+    assert_eq!(
+        resumed.of_type("tool-output-available").len(),
+        1,
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn a_new_message_expires_a_pending_approval() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(email, "chat-expire", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let next = stack
+        .say(email, "chat-expire", "List the departments")
+        .await;
+    assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+    let body = answer(&request, "create_department", &input, true);
+    let late = post_answer(&stack, email, "chat-expire", body).await;
+    assert_eq!(late.status(), 409);
+    assert_eq!(sciences(&stack).await, 0);
+}
+
+#[tokio::test]
+async fn a_subagents_write_pauses_and_resumes_inside_the_subagent() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "amina@hill.school";
+    let paused = stack
+        .say(
+            email,
+            "chat-approve-subagent",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    assert_eq!(
+        paused.finish_reason(),
+        Some("tool-calls"),
+        "{:#?}",
+        paused.chunks
+    );
+    let (request, input) = requested(&paused);
+    let call = request["toolCallId"].as_str().unwrap().to_owned();
+    assert!(
+        call.contains("/class_teacher-"),
+        "a subagent's call: {call}"
+    );
+    assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+
+    let body = answer(&request, "record_attendance", &input, true);
+    let resumed =
+        read_stream(post_answer(&stack, email, "chat-approve-subagent", body).await).await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let outputs: Vec<&str> = resumed
+        .of_type("tool-output-available")
+        .iter()
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    assert!(outputs.contains(&call.as_str()), "{:#?}", resumed.chunks);
+    let task = call.split('/').next().unwrap();
+    assert!(
+        outputs.contains(&task),
+        "the task ends too: {:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+    let written = stack.count("SELECT count(*) FROM attendance").await;
+    assert!(written > 1);
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'record.attendance'")
+            .await,
+        1,
+        "the approved call ran once"
+    );
+}
+
+#[tokio::test]
+async fn a_pause_survives_a_worker_kill_and_is_answered_on_another_gateway() {
+    let mut stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "admin@hill.school";
+    let paused = stack
+        .say(
+            email,
+            "chat-approve-kill",
+            "Create a department called Sciences",
+        )
+        .await;
+    let (request, input) = requested(&paused);
+    stack.kill(Service::Worker);
+    stack.restart(Service::Worker, &[], &[]);
+    let other = stack.another_gateway();
+    let body = answer(&request, "create_department", &input, true);
+    let resumed = read_stream(
+        stack
+            .post(other, &stack.token(email), "chat-approve-kill", body)
+            .await,
+    )
+    .await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(resumed.of_type("tool-output-available").len(), 1);
+    assert_eq!(sciences(&stack).await, 1);
+}
+
+#[tokio::test]
+async fn a_worker_killed_after_the_approved_write_resumes_the_continuation_without_repeating_it() {
+    // A slow model keeps the continuation running after its write.
+    let stack = Stack::start_with_model(&["--first-token-delay-ms", "300"]).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "amina@hill.school";
+    let chat = "chat-approve-kill-mid";
+    let paused = stack
+        .say(
+            email,
+            chat,
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    let (request, input) = requested(&paused);
+    let body = answer(&request, "record_attendance", &input, true);
+    let response = post_answer(&stack, email, chat, body).await;
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    let mut raw = String::new();
+    let mut pending = String::new();
+    let mut killed = false;
+    let mut bytes = response.bytes_stream();
+    while let Some(chunk) = futures::StreamExt::next(&mut bytes).await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        raw.push_str(&chunk);
+        pending.push_str(&chunk);
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            let Some(value) = line
+                .trim_end()
+                .strip_prefix("data: ")
+                .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            else {
+                continue;
+            };
+            if !killed
+                && value["type"] == "tool-output-available"
+                && value["toolCallId"] == request["toolCallId"]
+            {
+                killed = true;
+                stack.kill(Service::Worker);
+                stack.restart(Service::Worker, &[], &[]);
+            }
+        }
+    }
+    let resumed = crate::stack::parse_sse(status, headers, &raw);
+    assert!(
+        killed,
+        "the worker was killed mid-continuation: {:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'record.attendance'")
+            .await,
+        1,
+        "the approved call ran once"
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_tools_own_policy_beats_the_schools_and_is_read_live() {
+    let stack = Stack::start().await;
+    let hill = stack.db.ids.hill.as_uuid();
+    require_approvals(&stack, hill).await;
+    // `never` for this tool only: it runs straight away, with no approval asked.
+    sqlx::query(
+        "INSERT INTO tool_approval_policy (school_id, tool, mode) VALUES ($1, 'create_department', 'never')",
+    )
+    .bind(hill)
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    let turn = stack
+        .say(
+            "admin@hill.school",
+            "chat-policy",
+            "Create a department called Sciences",
+        )
+        .await;
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    assert!(turn.of_type("tool-approval-request").is_empty());
+    assert_eq!(sciences(&stack).await, 1);
+    // The school says `always` again, live: the next write waits.
+    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
+        .bind(hill)
+        .execute(&stack.owner)
+        .await
+        .unwrap();
+    let turn = stack
+        .say(
+            "admin@hill.school",
+            "chat-policy-2",
+            "Create a department called Arts",
+        )
+        .await;
+    assert_eq!(
+        turn.of_type("tool-approval-request").len(),
+        1,
+        "{:#?}",
+        turn.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM departments WHERE name = 'Arts'")
+            .await,
+        0
+    );
+}

@@ -1,0 +1,98 @@
+// Drives an approval round trip with the real `ai` client, as a Hub would: `sendMessage`, then
+// `addToolApprovalResponse` on the tool part waiting for approval, and the client's own
+// `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses` sends the answer.
+//
+// Usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny>
+// Prints {status, error, finishReasons, requested, messages} on stdout; exits 1 if the chat ended
+// in the `error` status or nothing asked for approval.
+
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+} from 'ai';
+
+const [base, token, chatId, text, decision] = process.argv.slice(2);
+if (!base || !token || !chatId || !text || !['approve', 'deny'].includes(decision)) {
+  console.error('usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny>');
+  process.exit(2);
+}
+
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = (message) => {
+    this.messages = this.messages.concat(message);
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = [
+      ...this.messages.slice(0, index),
+      this.snapshot(message),
+      ...this.messages.slice(index + 1),
+    ];
+  };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+const finishReasons = [];
+let finished;
+let nextFinish = new Promise((resolve) => (finished = resolve));
+const chat = new Chat({
+  id: chatId,
+  transport: new DefaultChatTransport({
+    api: `${base.replace(/\/$/, '')}/api/chat`,
+    headers: { Authorization: `Bearer ${token}` },
+  }),
+  sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  onFinish: (options) => {
+    finishReasons.push(options.finishReason);
+    finished();
+  },
+  onError: () => finished(),
+});
+
+await chat.sendMessage({ text });
+await nextFinish;
+const last = chat.messages.at(-1);
+const waiting = (last?.parts ?? []).filter((p) => p.state === 'approval-requested');
+const requested = structuredClone(waiting);
+if (waiting.length > 0) {
+  nextFinish = new Promise((resolve) => (finished = resolve));
+  for (const part of waiting) {
+    await chat.addToolApprovalResponse({
+      id: part.approval.id,
+      approved: decision === 'approve',
+      ...(decision === 'deny' ? { reason: 'Not today' } : {}),
+    });
+  }
+  await nextFinish;
+  // The automatic request's stream has ended; let the client settle its status.
+  while (chat.status === 'streaming' || chat.status === 'submitted') {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const error = chat.error
+  ? {
+      name: chat.error.name,
+      message: chat.error.message.slice(0, 1500),
+      chunk: chat.error.value ?? null,
+    }
+  : null;
+process.stdout.write(
+  `${JSON.stringify({ status: chat.status, error, finishReasons, requested, messages: chat.messages })}\n`,
+);
+if (chat.status !== 'ready' || requested.length === 0) {
+  console.error(`the ai client ended in status ${chat.status} with ${requested.length} approval request(s): ${error ? `${error.name}: ${error.message}` : 'no error'}`);
+  process.exitCode = 1;
+}
