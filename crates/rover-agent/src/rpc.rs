@@ -32,22 +32,8 @@ pub(crate) async fn call_rpc(
             wire::encode(&call),
         )
         .await;
-    match reply {
-        Ok(bytes) => match wire::decode::<ToolReply>(&bytes) {
-            Ok(reply) => (reply.outcome.as_str(), reply.result),
-            Err(error) => (
-                "error",
-                AgentToolResult::error(format!(
-                    "The tool server's reply could not be read: {error}."
-                )),
-            ),
-        },
-        Err(error) => {
-            tracing::warn!(%error, event, "tool call failed");
-            (
-                "error",
-                AgentToolResult::error("The tool did not answer in time. Try again in a moment."),
-            )
-        }
+    if let Err(error) = &reply {
+        tracing::warn!(%error, event, "tool call failed");
     }
+    ToolReply::read(reply.as_deref().ok())
 }

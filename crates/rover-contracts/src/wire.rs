@@ -396,3 +396,26 @@ impl WireMessage for ToolReply {
     const KIND: &'static str = "tool_reply";
     const VERSION: u16 = 1;
 }
+
+impl ToolReply {
+    /// What a caller hands on from a tool call: the reply's outcome (as a metric label) and
+    /// envelope, or an error envelope when the reply cannot be read or never came (`None`: the
+    /// deadline passed or the broker failed; the caller logs why).
+    pub fn read(bytes: Option<&[u8]>) -> (&'static str, AgentToolResult<serde_json::Value>) {
+        let Some(bytes) = bytes else {
+            return (
+                "error",
+                AgentToolResult::error("The tool did not answer in time. Try again in a moment."),
+            );
+        };
+        match decode::<ToolReply>(bytes) {
+            Ok(reply) => (reply.outcome.as_str(), reply.result),
+            Err(error) => (
+                "error",
+                AgentToolResult::error(format!(
+                    "The tool server's reply could not be read: {error}."
+                )),
+            ),
+        }
+    }
+}

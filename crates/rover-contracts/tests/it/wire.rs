@@ -121,3 +121,32 @@ fn turn_events_are_tagged_like_stream_chunks() {
         json!({ "type": "finish", "reason": "stop", "usage": { "inputTokens": 12, "outputTokens": 3 } })
     );
 }
+
+#[test]
+fn a_reply_is_read_into_its_outcome_and_envelope_and_anything_else_is_an_error_envelope() {
+    let reply = ToolReply {
+        call_id: call().call_id,
+        outcome: ToolOutcome::Denied,
+        result: AgentToolResult::error("Permission denied: create:Department"),
+    };
+    assert_eq!(
+        ToolReply::read(Some(&encode(&reply))),
+        ("denied", reply.result.clone())
+    );
+
+    let (outcome, unreadable) = ToolReply::read(Some(b"not a reply"));
+    assert_eq!(outcome, "error");
+    assert!(
+        unreadable
+            .to_model_string()
+            .contains("reply could not be read"),
+        "{unreadable:?}"
+    );
+
+    let (outcome, missing) = ToolReply::read(None);
+    assert_eq!(outcome, "error");
+    assert!(
+        missing.to_model_string().contains("did not answer in time"),
+        "{missing:?}"
+    );
+}

@@ -117,26 +117,10 @@ impl McpServer {
             .rpc
             .call(&self.exchange, event, call_id.as_str(), wire::encode(&call))
             .await;
-        let (outcome, envelope) = match reply {
-            Ok(bytes) => match wire::decode::<ToolReply>(&bytes) {
-                Ok(reply) => (reply.outcome.as_str(), reply.result),
-                Err(error) => (
-                    "error",
-                    AgentToolResult::error(format!(
-                        "The tool server's reply could not be read: {error}."
-                    )),
-                ),
-            },
-            Err(error) => {
-                tracing::warn!(%error, event, "MCP tool call failed");
-                (
-                    "error",
-                    AgentToolResult::error(
-                        "The tool did not answer in time. Try again in a moment.",
-                    ),
-                )
-            }
-        };
+        if let Err(error) = &reply {
+            tracing::warn!(%error, event, "MCP tool call failed");
+        }
+        let (outcome, envelope) = ToolReply::read(reply.as_deref().ok());
         tracing::Span::current().record("rover.tool.outcome", outcome);
         tracing::info!(outcome, "MCP tool call done");
         Ok(result(envelope))
