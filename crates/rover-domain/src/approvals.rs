@@ -6,7 +6,6 @@
 use rover_contracts::ids::{ThreadId, TurnId, UserId};
 use serde_json::Value;
 
-use crate::conversation::StepPart;
 use crate::{DomainError, TenantTx};
 
 /// Whether a write tool needs approval in the caller's school: the tool's own row, else the
@@ -223,29 +222,4 @@ pub async fn history_before(
         }
     }
     Ok((history, first))
-}
-
-/// Every recorded part of the turns in `turns`.
-#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
-pub async fn chain_steps(
-    tx: &mut TenantTx,
-    turns: &[TurnId],
-) -> Result<Vec<StepPart>, DomainError> {
-    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
-    let rows: Vec<(String, i32, String, Value)> = sqlx::query_as(
-        "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = ANY($1) \
-         ORDER BY agent, step, created_at",
-    )
-    .bind(&ids)
-    .fetch_all(tx.connection())
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(agent, step, part, record)| StepPart {
-            agent,
-            step: u32::try_from(step).unwrap_or_default(),
-            part,
-            record,
-        })
-        .collect())
 }

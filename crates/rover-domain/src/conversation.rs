@@ -246,14 +246,15 @@ pub async fn record_step(
     Ok(())
 }
 
-/// Every recorded part of `turn`.
-#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
-pub async fn steps(tx: &mut TenantTx, turn: TurnId) -> Result<Vec<StepPart>, DomainError> {
+/// Every recorded part of the turns in `turns` (one turn, or a paused turn's chain).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
+pub async fn steps(tx: &mut TenantTx, turns: &[TurnId]) -> Result<Vec<StepPart>, DomainError> {
+    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
     let rows: Vec<(String, i32, String, Value)> = sqlx::query_as(
-        "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = $1 \
+        "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = ANY($1) \
          ORDER BY agent, step, created_at",
     )
-    .bind(turn.as_uuid())
+    .bind(&ids)
     .fetch_all(tx.connection())
     .await?;
     Ok(rows

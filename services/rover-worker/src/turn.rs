@@ -235,11 +235,9 @@ pub(crate) async fn load_prior(
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
-    let parts = rover_domain::conversation::steps(&mut tx, request.turn_id).await?;
+    let parts = rover_domain::conversation::steps(&mut tx, &[request.turn_id]).await?;
     let chain = match &request.input {
-        TurnInput::Continue { chain } => {
-            rover_domain::approvals::chain_steps(&mut tx, chain).await?
-        }
+        TurnInput::Continue { chain } => rover_domain::conversation::steps(&mut tx, chain).await?,
         _ => Vec::new(),
     };
     tx.commit().await?;
