@@ -95,7 +95,7 @@ async fn ai6() -> Client {
 async fn ai7() -> Client {
     let dir = install(NODE7_DIR).await;
     // Written aside and renamed: tests running at once never read a half-copied script.
-    for script in ["chat.mjs", "approve.mjs"] {
+    for script in ["headless-chat.mjs", "chat.mjs", "approve.mjs"] {
         let aside = dir.join(format!("{script}.{}", std::process::id()));
         std::fs::copy(Path::new(NODE_DIR).join(script), &aside).unwrap();
         std::fs::rename(&aside, dir.join(script)).unwrap();

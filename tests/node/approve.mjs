@@ -6,42 +6,14 @@
 // Prints {status, error, finishReasons, requested, messages} on stdout; exits 1 if the chat ended
 // in the `error` status or nothing asked for approval.
 
-import {
-  AbstractChat,
-  DefaultChatTransport,
-  lastAssistantMessageIsCompleteWithApprovalResponses,
-} from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+
+import { Chat } from './headless-chat.mjs';
 
 const [base, token, chatId, text, decision] = process.argv.slice(2);
 if (!base || !token || !chatId || !text || !['approve', 'deny'].includes(decision)) {
   console.error('usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny>');
   process.exit(2);
-}
-
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage = (message) => {
-    this.messages = this.messages.concat(message);
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index, message) => {
-    this.messages = [
-      ...this.messages.slice(0, index),
-      this.snapshot(message),
-      ...this.messages.slice(index + 1),
-    ];
-  };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new State() });
-  }
 }
 
 const finishReasons = [];

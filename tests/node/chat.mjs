@@ -5,39 +5,14 @@
 // Prints {status, error, finishReason, messages, dataParts} on stdout; exits 1 if the chat ended in
 // the `error` status (the client's error is also printed on stderr).
 
-import { AbstractChat, DefaultChatTransport } from 'ai';
+import { DefaultChatTransport } from 'ai';
+
+import { Chat } from './headless-chat.mjs';
 
 const [base, token, chatId, text] = process.argv.slice(2);
 if (!base || !token || !chatId || !text) {
   console.error('usage: node chat.mjs <gatewayBaseUrl> <token> <chatId> <message>');
   process.exit(2);
-}
-
-/** The smallest `ChatState`: what a framework binding (React, Vue, Svelte) keeps reactive. */
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage = (message) => {
-    this.messages = this.messages.concat(message);
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index, message) => {
-    this.messages = [
-      ...this.messages.slice(0, index),
-      this.snapshot(message),
-      ...this.messages.slice(index + 1),
-    ];
-  };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new State() });
-  }
 }
 
 const dataParts = [];

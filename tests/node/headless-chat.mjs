@@ -1,0 +1,31 @@
+// The real `ai` client's `AbstractChat` with the smallest `ChatState`: what a framework binding
+// (React, Vue, Svelte) keeps reactive, kept here in plain fields. Shared by the test scripts.
+
+import { AbstractChat } from 'ai';
+
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = (message) => {
+    this.messages = this.messages.concat(message);
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = [
+      ...this.messages.slice(0, index),
+      this.snapshot(message),
+      ...this.messages.slice(index + 1),
+    ];
+  };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+/** A chat as `useChat` holds one, without a framework. */
+export class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
