@@ -150,15 +150,23 @@ async fn install(dir: &str) -> PathBuf {
 /// One `sendMessage` from the real client as `email`; returns the script's report:
 /// `{status, error, finishReason, messages, dataParts}`.
 async fn chat(stack: &Stack, dir: &Path, email: &str, chat: &str, text: &str) -> Value {
-    let mut node = Command::new("node");
-    node.current_dir(dir).args([
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token(email);
+    script(
+        Path::new("node"),
+        dir,
         "chat.mjs",
-        &format!("http://{}", stack.gateway),
-        &stack.token(email),
-        chat,
-        text,
-    ]);
-    let output = run(node, "node chat.mjs", CHAT_TIMEOUT).await;
+        &[&gateway, &token, chat, text],
+    )
+    .await
+}
+
+/// Runs `script` in `dir` with `node` and returns its one-line JSON report, which must say the
+/// chat ended `ready` without an error.
+async fn script(node: &Path, dir: &Path, script: &str, args: &[&str]) -> Value {
+    let mut command = Command::new(node);
+    command.current_dir(dir).arg(script).args(args);
+    let output = run(command, &format!("node {script}"), CHAT_TIMEOUT).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -322,28 +330,15 @@ async fn approve(
     text: &str,
     decision: &str,
 ) -> Value {
-    let mut node = Command::new(&client.node);
-    node.current_dir(&client.dir).args([
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token(email);
+    script(
+        &client.node,
+        &client.dir,
         "approve.mjs",
-        &format!("http://{}", stack.gateway),
-        &stack.token(email),
-        chat,
-        text,
-        decision,
-    ]);
-    let output = run(node, "node approve.mjs", CHAT_TIMEOUT).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the ai client failed ({}); its error:\n{stderr}\nits report:\n{stdout}",
-        output.status
-    );
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
-    assert_eq!(report["status"], "ready", "{report:#}");
-    assert!(report["error"].is_null(), "{report:#}");
-    report
+        &[&gateway, &token, chat, text, decision],
+    )
+    .await
 }
 
 /// Every write needs approval in Kampala Hill School (the demo seed lets them run without).
