@@ -13,3 +13,4 @@ mod mcp;
 mod node;
 mod observability;
 mod stack;
+mod stop;

@@ -99,6 +99,8 @@ pub struct TurnDeps<'a> {
     pub budget: &'a TurnBudget,
     /// Asked before a write tool call runs (approval before writes); `None` runs every call.
     pub approvals: Option<&'a crate::approval::ApprovalGate>,
+    /// The turn's stop signal: once requested, nothing new starts and a model stream is cut.
+    pub stop: &'a crate::Stop,
 }
 
 impl std::fmt::Debug for TurnDeps<'_> {

@@ -18,9 +18,11 @@ pub mod run;
 pub mod sandbox;
 pub mod skills;
 mod step;
+pub mod stop;
 
 pub use agent::{Agent, Mounts};
 pub use build::build_agent;
 pub use deps::{AgentMetrics, ArtifactStore, Emitted, Events, NewArtifact, ToolRpc, TurnDeps};
 pub use journal::{Journal, StepPart, StepRecorder};
 pub use run::{TurnResult, continue_turn, pending_question, run_turn};
+pub use stop::Stop;

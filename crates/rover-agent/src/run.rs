@@ -73,6 +73,23 @@ async fn settle(
             prior: deps.journal.is_prior(key, step, &call.id),
         });
     }
+    // Stopped: nothing new starts. The call gets a result the model (and the Hub) reads.
+    if deps.stop.is_requested() {
+        let envelope = AgentToolResult::error(crate::stop::NOT_RUN);
+        record(
+            deps,
+            key,
+            step,
+            &call.id,
+            serde_json::to_value(&envelope).unwrap_or_default(),
+        )
+        .await?;
+        return Ok(Settled::Done {
+            envelope,
+            denied: false,
+            prior: false,
+        });
+    }
     let gated = match (&input, deps.approvals, agent.tool(&call.name)) {
         (Ok(args), Some(gate), Some(tool))
             if tool.contract.effect == Effect::Write
@@ -211,6 +228,11 @@ async fn run_loop(
         // A step an earlier turn of a paused chain recorded was sent to the client then: it is
         // replayed without events, and not stored again.
         let prior = deps.journal.is_prior(key, step, MODEL_PART);
+        let recorded = deps.journal.get(key, step, MODEL_PART);
+        // Stopped: no model call starts (what the journal holds is still replayed).
+        if recorded.is_none() && deps.stop.is_requested() {
+            return Ok(stopped(added, String::new()));
+        }
         let emit_step = |event| {
             if !prior {
                 emit(event);
@@ -230,13 +252,22 @@ async fn run_loop(
             gen_ai.output.text = tracing::field::Empty,
         );
         let step_name = format!("{prefix}{step}");
-        let recorded = deps.journal.get(key, step, MODEL_PART);
         let (text, calls) = match recorded {
             Some(assistant) => replay_model(assistant, &step_name, &emit_step),
             None => {
-                let (text, calls) = stream_step(deps, &conversation, &tools, &step_name, &emit)
+                let answer = stream_step(deps, &conversation, &tools, &step_name, &emit)
                     .instrument(span)
                     .await?;
+                // Cut by a stop: the text streamed so far is kept; its unfinished calls never
+                // start. It is not journalled: a redelivered stopped turn ends before this step.
+                if answer.cut {
+                    emit(TurnEventKind::FinishStep);
+                    if !answer.text.is_empty() {
+                        added.push(assistant_message(&answer.text, &[]));
+                    }
+                    return Ok(stopped(added, answer.text));
+                }
+                let (text, calls) = (answer.text, answer.calls);
                 record(
                     deps,
                     key,
@@ -279,7 +310,7 @@ async fn run_loop(
         // `ask_user` alone ends the turn waiting: its answer arrives as the next message, the one
         // result the step lacks. Beside other calls it is refused with an error result (below),
         // so every call of a step always has its result and the thread stays valid.
-        if asks_alone(agent, &calls, &inputs) {
+        if asks_alone(agent, &calls, &inputs) && !deps.stop.is_requested() {
             emit_step(TurnEventKind::FinishStep);
             return Ok(Outcome {
                 messages: added,
@@ -371,6 +402,10 @@ async fn run_loop(
                 paused: true,
             });
         }
+        // Stopped while the step's calls ran: they finished and are kept; nothing follows.
+        if deps.stop.is_requested() {
+            return Ok(stopped(added, text));
+        }
     }
     // Out of steps: end with a clear sentence, not silence.
     let id = format!("{prefix}limit");
@@ -391,6 +426,16 @@ async fn run_loop(
         finish: FinishReason::Length,
         paused: false,
     })
+}
+
+/// How a stopped loop ends: with what it added, and the text it had said.
+fn stopped(messages: Vec<Value>, text: String) -> Outcome {
+    Outcome {
+        messages,
+        text,
+        finish: FinishReason::Abort,
+        paused: false,
+    }
 }
 
 /// The tool that pauses the turn for the staff member's answer.
@@ -570,6 +615,12 @@ async fn delegate(
         .await
     {
         Ok(outcome) if outcome.paused => None,
+        Ok(outcome) if outcome.finish == FinishReason::Abort => {
+            Some(AgentToolResult::error(format!(
+                "The {} specialist was stopped by the staff member before it finished.",
+                args.subagent.name()
+            )))
+        }
         Ok(outcome) => Some(AgentToolResult::data(
             Value::String(outcome.text),
             deps.context.call_scope().describe(),

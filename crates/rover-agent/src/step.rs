@@ -63,14 +63,24 @@ pub(crate) fn replay_model(
     (text, calls)
 }
 
-/// Streams one model call: emits text as it arrives and tool-input starts as calls appear.
+/// What one model call answered: its text and tool calls, or — `cut` — the text it had streamed
+/// when the turn was stopped (its calls, unfinished, are dropped).
+#[derive(Debug, Default)]
+pub(crate) struct Answer {
+    pub(crate) text: String,
+    pub(crate) calls: Vec<Call>,
+    pub(crate) cut: bool,
+}
+
+/// Streams one model call: emits text as it arrives and tool-input starts as calls appear. A
+/// stop cuts the call where it is (the HTTP stream is dropped, so the server stops generating).
 pub(crate) async fn stream_step(
     deps: TurnDeps<'_>,
     conversation: &[Value],
     tools: &[Value],
     step: &str,
     emit: &impl Fn(TurnEventKind),
-) -> Result<(String, Vec<Call>), ModelError> {
+) -> Result<Answer, ModelError> {
     let prompt: usize = conversation
         .iter()
         .chain(tools)
@@ -81,28 +91,56 @@ pub(crate) async fn stream_step(
     let started = Instant::now();
     let mut usage = None;
     let mut model = deps.model.model().to_owned();
-    let streamed = async {
-        let mut stream = deps.model.stream(conversation, tools).await?;
-        tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
-        model = stream.model;
-        read_step(&mut stream.chunks, step, emit, &mut usage).await
-    }
-    .await;
+    let mut partial = Partial::default();
+    let streamed = tokio::select! {
+        biased;
+        () = deps.stop.requested() => Ok(true),
+        read = async {
+            let mut stream = deps.model.stream(conversation, tools).await?;
+            tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
+            model = stream.model;
+            read_step(&mut stream.chunks, step, emit, &mut usage, &mut partial).await
+        } => read.map(|()| false),
+    };
+    let text_id = format!("{step}-text");
+    let streamed = streamed.and_then(|cut| {
+        if !partial.text.is_empty() {
+            emit(TurnEventKind::TextEnd { id: text_id });
+        }
+        if cut {
+            tracing::info!(
+                chars = partial.text.len(),
+                "the model call was cut by a stop"
+            );
+            return Ok(Answer {
+                text: std::mem::take(&mut partial.text),
+                calls: Vec::new(),
+                cut: true,
+            });
+        }
+        partial.finish()
+    });
     if let Some(metrics) = deps.metrics {
         metrics
             .model
             .observe(&model, streamed.is_ok(), started.elapsed(), usage);
     }
-    // What the model reported; a server that reports nothing is charged the estimate.
+    // What the model reported; a server that reports nothing (or a call cut short) is charged
+    // the estimate.
     let used = match (usage, &streamed) {
         (Some((input, output)), _) => TokenUsage {
             input_tokens: input.into(),
             output_tokens: output.into(),
         },
-        (None, Ok((text, calls))) => TokenUsage {
+        (None, Ok(answer)) => TokenUsage {
             input_tokens: prompt,
-            output_tokens: (text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>())
-                .div_ceil(4) as u64,
+            output_tokens: (answer.text.len()
+                + answer
+                    .calls
+                    .iter()
+                    .map(|c| c.arguments.len())
+                    .sum::<usize>())
+            .div_ceil(4) as u64,
         },
         (None, Err(_)) => TokenUsage {
             input_tokens: prompt,
@@ -111,24 +149,58 @@ pub(crate) async fn stream_step(
     };
     deps.budget.after_model_call(reservation, used).await;
     if deps.capture_content
-        && let Ok((text, _)) = &streamed
+        && let Ok(answer) = &streamed
     {
-        tracing::Span::current().record("gen_ai.output.text", text.as_str());
+        tracing::Span::current().record("gen_ai.output.text", answer.text.as_str());
     }
     streamed
 }
 
-/// Reads one model call's stream to its end.
+/// A model call's answer as far as it has streamed.
+#[derive(Debug, Default)]
+pub(crate) struct Partial {
+    text: String,
+    calls: BTreeMap<u32, Call>,
+    finish_reason: Option<String>,
+}
+
+impl Partial {
+    /// The complete answer, once the stream has ended.
+    fn finish(&mut self) -> Result<Answer, ModelError> {
+        if let Some(reason) = &self.finish_reason {
+            tracing::Span::current().record("gen_ai.response.finish_reasons", reason.as_str());
+        }
+        let calls: Vec<Call> = std::mem::take(&mut self.calls)
+            .into_values()
+            .filter(|c| !c.name.is_empty())
+            .collect();
+        if self.finish_reason.is_none() && calls.is_empty() && self.text.is_empty() {
+            return Err(ModelError::Malformed(
+                "the stream ended without a response".to_owned(),
+            ));
+        }
+        Ok(Answer {
+            text: std::mem::take(&mut self.text),
+            calls,
+            cut: false,
+        })
+    }
+}
+
+/// Reads one model call's stream to its end into `partial` (text closes in the caller).
 pub(crate) async fn read_step(
     stream: &mut crate::model::ChunkStream,
     step: &str,
     emit: &impl Fn(TurnEventKind),
     usage_seen: &mut Option<(u32, u32)>,
-) -> Result<(String, Vec<Call>), ModelError> {
+    partial: &mut Partial,
+) -> Result<(), ModelError> {
     let text_id = format!("{step}-text");
-    let mut text = String::new();
-    let mut calls: BTreeMap<u32, Call> = BTreeMap::new();
-    let mut finish_reason = None;
+    let Partial {
+        text,
+        calls,
+        finish_reason,
+    } = partial;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if let Some(usage) = &chunk.usage {
@@ -177,23 +249,11 @@ pub(crate) async fn read_step(
                 }
             }
             if let Some(reason) = choice.finish_reason {
-                finish_reason = Some(format!("{reason:?}").to_lowercase());
+                *finish_reason = Some(format!("{reason:?}").to_lowercase());
             }
         }
     }
-    if !text.is_empty() {
-        emit(TurnEventKind::TextEnd { id: text_id });
-    }
-    if let Some(reason) = &finish_reason {
-        tracing::Span::current().record("gen_ai.response.finish_reasons", reason.as_str());
-    }
-    let calls: Vec<Call> = calls.into_values().filter(|c| !c.name.is_empty()).collect();
-    if finish_reason.is_none() && calls.is_empty() && text.is_empty() {
-        return Err(ModelError::Malformed(
-            "the stream ended without a response".to_owned(),
-        ));
-    }
-    Ok((text, calls))
+    Ok(())
 }
 
 /// The assistant message of a step, as the conversation (and the journal) keep it.

@@ -218,6 +218,9 @@ pub enum FinishReason {
     ToolCalls,
     /// The turn failed.
     Error,
+    /// The staff member stopped it (`POST /api/chat/{id}/stop`, or a newer message that
+    /// interrupts it); what it said and did until then is kept. The stream ends with `abort`.
+    Abort,
 }
 
 /// The events of a turn. They map one-to-one onto the AI SDK UI message stream chunks.

@@ -306,6 +306,16 @@ pub enum TurnRefused {
     SchoolBusy,
 }
 
+/// What [`open_turn`] does on a thread that has a turn open already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// Refuse the new turn ([`TurnRefused::ThreadBusy`]).
+    Refuse,
+    /// Open it behind the thread's open turns: it runs once they have closed
+    /// ([`waits_behind`]).
+    Queue,
+}
+
 /// Opens `turn` on `thread` for `user`, within `limits`: it counts until [`close_turn`] (or its
 /// `ttl`). Checks and insert are serialised per school (a transaction-scoped advisory lock), so
 /// concurrent requests cannot both take the last place; hold `tx` only briefly after this.
@@ -316,6 +326,7 @@ pub async fn open_turn(
     turn: TurnId,
     user: UserId,
     limits: TurnLimits,
+    when_busy: WhenBusy,
 ) -> Result<Result<(), TurnRefused>, DomainError> {
     let school = tx.school_id().as_uuid();
     sqlx::query(
@@ -337,7 +348,7 @@ pub async fn open_turn(
     .fetch_one(tx.connection())
     .await?;
     let full = |limit: u32, open: i64| limit > 0 && open >= i64::from(limit);
-    if thread_open > 0 {
+    if thread_open > 0 && when_busy == WhenBusy::Refuse {
         return Ok(Err(TurnRefused::ThreadBusy));
     }
     if full(limits.per_user, user_open) {
@@ -362,12 +373,58 @@ pub async fn open_turn(
 }
 
 /// Closes `turn`: it no longer counts against its user, school or thread. Closing a closed (or
-/// unknown) turn does nothing, so a redelivered turn may close again.
+/// unknown) turn does nothing, so a redelivered turn may close again. Returns the thread when
+/// other turns of it are still open (queued behind this one), so their workers can be told.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
-pub async fn close_turn(tx: &mut TenantTx, turn: TurnId) -> Result<(), DomainError> {
-    sqlx::query("DELETE FROM open_turns WHERE turn_id = $1")
-        .bind(turn.as_uuid())
-        .execute(tx.connection())
-        .await?;
-    Ok(())
+pub async fn close_turn(tx: &mut TenantTx, turn: TurnId) -> Result<Option<ThreadId>, DomainError> {
+    let waiting: Option<uuid::Uuid> = sqlx::query_scalar(
+        "WITH closed AS (DELETE FROM open_turns WHERE turn_id = $1 RETURNING thread_id) \
+         SELECT c.thread_id FROM closed c \
+         WHERE EXISTS (SELECT 1 FROM open_turns o WHERE o.thread_id = c.thread_id AND o.turn_id <> $1)",
+    )
+    .bind(turn.as_uuid())
+    .fetch_optional(tx.connection())
+    .await?;
+    Ok(waiting.map(ThreadId::from_uuid))
+}
+
+/// Asks every open turn of `thread` to stop (the running one, and any queued behind it): marks
+/// them, and returns those not marked before, for the caller to tell the workers after it
+/// commits. A worker sees the mark at its turn's next recorded step even if the word is lost.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn request_stop(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<TurnId>, DomainError> {
+    let turns: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "UPDATE open_turns SET stop_requested_at = now() \
+         WHERE thread_id = $1 AND expires_at > now() AND stop_requested_at IS NULL \
+         RETURNING turn_id",
+    )
+    .bind(thread.as_uuid())
+    .fetch_all(tx.connection())
+    .await?;
+    Ok(turns.into_iter().map(TurnId::from_uuid).collect())
+}
+
+/// Whether `turn` was asked to stop.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
+pub async fn stop_requested(tx: &mut TenantTx, turn: TurnId) -> Result<bool, DomainError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM open_turns WHERE turn_id = $1 AND stop_requested_at IS NOT NULL)",
+    )
+    .bind(turn.as_uuid())
+    .fetch_one(tx.connection())
+    .await?)
+}
+
+/// Whether `turn` waits behind another open turn of its thread (one opened before it that has
+/// not closed or expired): it may not run yet.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
+pub async fn waits_behind(tx: &mut TenantTx, turn: TurnId) -> Result<bool, DomainError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM open_turns me JOIN open_turns ahead \
+           ON ahead.thread_id = me.thread_id AND ahead.position < me.position \
+         WHERE me.turn_id = $1 AND ahead.expires_at > now())",
+    )
+    .bind(turn.as_uuid())
+    .fetch_one(tx.connection())
+    .await?)
 }

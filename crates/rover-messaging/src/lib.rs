@@ -56,7 +56,10 @@ pub use consume::{ConsumerHandle, ConsumerOptions, Delivery, Outcome};
 pub use error::{AmqpError, MessagingError, PublishError, RpcError};
 pub use publish::{OutgoingMessage, Publisher};
 pub use rpc::{DIRECT_REPLY_TO, RpcClient, RpcOptions};
-pub use topology::{Permissions, Service, TURN_ROUTING_KEY, Topology, turn_event_routing_key};
+pub use topology::{
+    Permissions, Service, TURN_ROUTING_KEY, Topology, ended_routing_key, stop_routing_key,
+    turn_event_routing_key,
+};
 pub use trace::{Headers, extract, inject};
 
 /// Connects a service to the broker named in its settings and declares Rover's topology (with the

@@ -18,6 +18,17 @@ pub fn turn_event_routing_key(turn_id: &str) -> String {
     format!("turn.{turn_id}")
 }
 
+/// Routing key of a request to stop a turn on the control exchange: `stop.<turn_id>`.
+pub fn stop_routing_key(turn_id: &str) -> String {
+    format!("stop.{turn_id}")
+}
+
+/// Routing key on the control exchange saying a thread's turn ended while others of the thread
+/// wait behind it: `ended.<thread_id>`.
+pub fn ended_routing_key(thread_id: &str) -> String {
+    format!("ended.{thread_id}")
+}
+
 /// Rover's RabbitMQ topology. Every name derives from a prefix (default `rover`), so tests
 /// and parallel deployments can use their own.
 ///
@@ -27,6 +38,7 @@ pub fn turn_event_routing_key(turn_id: &str) -> String {
 /// | `{p}.turns` | quorum queue, bound with [`TURN_ROUTING_KEY`], at most `turns_max_length` long |
 /// | `{p}.turn-events` | durable topic exchange, routing key `turn.<turn_id>` |
 /// | `{p}.tools` | durable topic exchange, routing key = the tool's event |
+/// | `{p}.control` | durable topic exchange: `stop.<turn_id>` (gateways ask), `ended.<thread_id>` (workers tell); every worker binds a server-named queue of its own |
 /// | `{p}.tools` | durable **classic** queue, bound with `#` |
 /// | `{p}.dead` | durable direct dead-letter exchange |
 /// | `{p}.turns.dead`, `{p}.tools.dead` | quorum queues, bound by their source queue's name |
@@ -53,7 +65,8 @@ pub struct Topology {
 pub enum Service {
     /// Publishes turns; follows turn events on a queue of its own.
     Gateway,
-    /// Consumes turns; publishes turn events and tool calls.
+    /// Consumes turns; publishes turn events and tool calls; follows the control exchange on a
+    /// queue of its own.
     Worker,
     /// Consumes tool calls; replies through the default exchange (Direct Reply-to).
     ToolServer,
@@ -116,15 +129,18 @@ impl Topology {
         let (configure, write, read) = match service {
             // The gateway also calls tools for MCP clients: it publishes tool calls and reads
             // their replies over Direct Reply-to, as the worker does.
+            // It asks workers to stop turns on the control exchange.
             Service::Gateway => (
                 format!("^{own}$"),
-                format!(r"^({p}\.turns|{p}\.tools|{own})$"),
+                format!(r"^({p}\.turns|{p}\.tools|{p}\.control|{own})$"),
                 format!(r"^({p}\.turn-events|{own}|{reply_to})$"),
             ),
+            // Its own server-named queue follows the control exchange (stops, ended turns), which
+            // it also publishes to (a turn ended with others of its thread waiting).
             Service::Worker => (
-                "^$".to_owned(),
-                format!(r"^({p}\.turn-events|{p}\.tools)$"),
-                format!(r"^({p}\.turns|{reply_to})$"),
+                format!("^{own}$"),
+                format!(r"^({p}\.turn-events|{p}\.tools|{p}\.control|{own})$"),
+                format!(r"^({p}\.turns|{p}\.control|{own}|{reply_to})$"),
             ),
             Service::ToolServer => (
                 "^$".to_owned(),
@@ -197,6 +213,11 @@ impl Topology {
         format!("{}.tools", self.prefix)
     }
 
+    /// `{p}.control`: the topic exchange of stop requests and ended turns.
+    pub fn control_exchange(&self) -> String {
+        format!("{}.control", self.prefix)
+    }
+
     /// `{p}.dead`: the dead-letter exchange of the work queues.
     pub fn dead_letter_exchange(&self) -> String {
         format!("{}.dead", self.prefix)
@@ -223,6 +244,7 @@ impl Topology {
             (self.turns_exchange(), ExchangeKind::Direct),
             (self.turn_events_exchange(), ExchangeKind::Topic),
             (self.tools_exchange(), ExchangeKind::Topic),
+            (self.control_exchange(), ExchangeKind::Topic),
             (dead.clone(), ExchangeKind::Direct),
         ] {
             let options = ExchangeDeclareOptions {
@@ -274,6 +296,7 @@ impl Topology {
             (self.turns_exchange(), ExchangeKind::Direct),
             (self.turn_events_exchange(), ExchangeKind::Topic),
             (self.tools_exchange(), ExchangeKind::Topic),
+            (self.control_exchange(), ExchangeKind::Topic),
             (self.dead_letter_exchange(), ExchangeKind::Direct),
         ] {
             channel

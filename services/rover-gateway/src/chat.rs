@@ -27,7 +27,8 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::observe::current_trace_id;
 use crate::state::AppState;
-use crate::{Settings, caller, input};
+use crate::{DoubleTexting, Settings, caller, input};
+use rover_domain::conversation::WhenBusy;
 
 mod chunks;
 mod request;
@@ -43,6 +44,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(post_chat))
         .route("/api/chat/{id}/stream", get(resume))
+        .route("/api/chat/{id}/stop", post(stop))
 }
 
 /// What one chat request may carry, from `http.max_json_depth` and the `chat.*` limits.
@@ -74,6 +76,16 @@ async fn post_chat(
     let mut tx = caller::tenant(&state, &principal).await?;
     let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
     rover_domain::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
+    // (the stop is committed with the new turn, or not at all).
+    let (when_busy, interrupted) = match state.settings.chat.double_texting {
+        DoubleTexting::Reject => (WhenBusy::Refuse, Vec::new()),
+        DoubleTexting::Enqueue => (WhenBusy::Queue, Vec::new()),
+        DoubleTexting::Interrupt => (
+            WhenBusy::Queue,
+            rover_domain::conversation::request_stop(&mut tx, thread).await?,
+        ),
+    };
     // Counted until the worker ends the turn — a client that goes away frees nothing.
     rover_domain::conversation::open_turn(
         &mut tx,
@@ -81,6 +93,7 @@ async fn post_chat(
         turn,
         principal.user_id,
         turn_limits(&state.settings),
+        when_busy,
     )
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
@@ -117,6 +130,7 @@ async fn post_chat(
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
     tx.commit().await?;
+    tell_workers_to_stop(&state, &interrupted).await;
     let trace = current_trace_id();
     let request = TurnRequest {
         turn_id: turn,
@@ -204,6 +218,51 @@ async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
     };
     if let Err(error) = closed.await {
         tracing::warn!(%error, %turn, "could not close an unpublished turn; it expires by itself");
+    }
+}
+
+/// `POST /api/chat/{id}/stop`: stops the chat's running reply (and any queued behind it) on
+/// whichever worker holds it. The stop is recorded before the workers are told, so it holds even
+/// if the word is lost; the reply's stream — on any replica — ends with `abort`, keeping what was
+/// said. 202 with the turns asked to stop, 204 when nothing was running (a second Stop is
+/// harmless). Only the chat's owner may stop it: another user's chat is a 404.
+#[tracing::instrument(name = "rover.gateway.stop", skip_all, fields(thread_id = tracing::field::Empty))]
+async fn stop(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(chat): Path<String>,
+) -> Result<Response, ApiError> {
+    let thread = thread_id(&chat)?;
+    tracing::Span::current().record("thread_id", tracing::field::display(thread));
+    let mut tx = caller::tenant(&state, &principal).await?;
+    rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
+    let turns = rover_domain::conversation::request_stop(&mut tx, thread).await?;
+    tx.commit().await?;
+    tell_workers_to_stop(&state, &turns).await;
+    if turns.is_empty() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    tracing::info!(%thread, turns = turns.len(), "asked to stop the chat's reply");
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "stopping": turns })),
+    )
+        .into_response())
+}
+
+/// Tells every worker that `turns` were asked to stop (the one running each acts). Best effort:
+/// the stop is already recorded, and a worker sees it at the turn's next step without the word.
+async fn tell_workers_to_stop(state: &AppState, turns: &[TurnId]) {
+    let exchange = state.topology.control_exchange();
+    for turn in turns {
+        let key = rover_messaging::stop_routing_key(&turn.to_string());
+        let message = OutgoingMessage::new(Vec::new()).transient();
+        match state.publisher.publish(&exchange, &key, message).await {
+            Ok(()) | Err(rover_messaging::PublishError::Unroutable { .. }) => {}
+            Err(error) => {
+                tracing::warn!(%error, %turn, "could not tell the workers to stop a turn")
+            }
+        }
     }
 }
 

@@ -231,6 +231,23 @@ pub struct ChatSettings {
     pub max_resumes_per_user: usize,
     /// The `Retry-After` sent with a 429 for too many open turns or streams, in seconds.
     pub busy_retry_after_secs: u64,
+    /// What a new message does on a chat whose reply is still running: `reject` (409
+    /// `turn_in_progress`), `enqueue` (it runs once the reply ends) or `interrupt` (the reply is
+    /// stopped, then it runs).
+    pub double_texting: DoubleTexting,
+}
+
+/// What a new message does on a chat whose reply is still running.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DoubleTexting {
+    /// Refused with 409 `turn_in_progress`; the client sends it again after the reply ends.
+    #[default]
+    Reject,
+    /// Accepted and queued behind the running reply; its stream starts when that one ends.
+    Enqueue,
+    /// The running reply is stopped (it ends with `abort`, what it said kept), then this runs.
+    Interrupt,
 }
 
 impl Default for ChatSettings {
@@ -247,6 +264,7 @@ impl Default for ChatSettings {
             max_concurrent_turns_per_school: 200,
             max_resumes_per_user: 4,
             busy_retry_after_secs: 5,
+            double_texting: DoubleTexting::Reject,
         }
     }
 }

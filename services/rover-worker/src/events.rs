@@ -56,9 +56,13 @@ pub(crate) async fn forward_events(
                 .time_to_first_token
                 .observe(from.elapsed().as_secs_f64());
         }
-        if let Err(error) = record_events(&shared.pool, school, thread, turn, &events).await {
-            tracing::warn!(turn_id = %turn, %error, "could not record turn events");
-        }
+        let waiting = match record_events(&shared.pool, school, thread, turn, &events).await {
+            Ok(waiting) => waiting,
+            Err(error) => {
+                tracing::warn!(turn_id = %turn, %error, "could not record turn events");
+                None
+            }
+        };
         if events
             .iter()
             .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
@@ -68,6 +72,20 @@ pub(crate) async fn forward_events(
         for event in &events {
             publish_event(&shared.publisher, &exchange, event).await;
         }
+        if let Some(thread) = waiting {
+            tell_waiting(shared, thread).await;
+        }
+    }
+}
+
+/// Tells the workers that a turn of `thread` ended, so a turn queued behind it runs now. Lost
+/// word only delays it: a queued turn looks at `open_turns` again every few seconds.
+async fn tell_waiting(shared: &Shared, thread: rover_contracts::ids::ThreadId) {
+    let key = rover_messaging::ended_routing_key(&thread.to_string());
+    let message = OutgoingMessage::new(Vec::new()).transient();
+    let exchange = shared.topology.control_exchange();
+    if let Err(error) = shared.publisher.publish(&exchange, &key, message).await {
+        tracing::warn!(%error, thread_id = %thread, "could not tell the workers a turn ended");
     }
 }
 
@@ -92,7 +110,7 @@ pub(crate) async fn record_events(
     thread: rover_contracts::ids::ThreadId,
     turn: rover_contracts::ids::TurnId,
     events: &[TurnEvent],
-) -> Result<(), rover_domain::DomainError> {
+) -> Result<Option<rover_contracts::ids::ThreadId>, rover_domain::DomainError> {
     let rows: Vec<(i32, serde_json::Value)> = events
         .iter()
         .map(|e| {
@@ -106,12 +124,15 @@ pub(crate) async fn record_events(
     rover_domain::conversation::record_events(&mut tx, thread, turn, &rows).await?;
     // The turn ends with its `finish`, recorded here before it is published: from then on it no
     // longer counts against its user, school or thread, so a client that saw the end can send
-    // the next message at once. A redelivered turn closes again, harmlessly.
+    // the next message at once. A redelivered turn closes again, harmlessly. The thread comes
+    // back when turns of it wait behind this one.
+    let mut waiting = None;
     if events
         .iter()
         .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
     {
-        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+        waiting = rover_domain::conversation::close_turn(&mut tx, turn).await?;
     }
-    tx.commit().await
+    tx.commit().await?;
+    Ok(waiting)
 }

@@ -24,6 +24,7 @@ use crate::turn::handle_turn;
 
 mod approvals;
 mod budget;
+mod control;
 mod events;
 mod request;
 mod resume;
@@ -47,6 +48,8 @@ struct Shared {
     turns: TurnMetrics,
     agent_metrics: AgentMetrics,
     metrics: Metrics,
+    /// The turns running here (to stop them) and the threads whose turns wait here.
+    control: Arc<control::Control>,
 }
 
 /// A built worker: connected, skills loaded, not yet consuming.
@@ -122,6 +125,7 @@ impl App {
             skills,
             publisher,
             topology,
+            control: Arc::default(),
         });
         Ok(App {
             shared,
@@ -157,6 +161,12 @@ impl App {
         let handler_shared = shared.clone();
         // Old sandboxes go before any turn runs; then periodically (below).
         sweep_sandboxes(&shared.settings.agent).await;
+        // Stops and ended turns are followed before any turn runs, so none is missed.
+        let control = shared
+            .control
+            .follow(&broker, &shared.topology)
+            .await
+            .context("Failed to follow the control exchange")?;
         let consumer = broker
             .consume_decoded(
                 &queue,
@@ -213,6 +223,7 @@ impl App {
         shutdown.await;
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;
+        control.shutdown().await;
         let _ = stop_sweep.send(());
         let _ = sweeper.await;
         let _ = stop_http.send(());

@@ -19,6 +19,7 @@ pub(crate) async fn run_request(
     events: &rover_agent::Events,
     journal: &Journal,
     budget: &rover_agent::budget::TurnBudget,
+    stop: &rover_agent::Stop,
 ) -> Result<FinishReason, Failure> {
     let context = &request.context;
     let school = context.user_details.school.id;
@@ -118,10 +119,13 @@ pub(crate) async fn run_request(
             .boxed()
         }
     };
+    // Each recorded part also asks whether the turn was asked to stop: a stop whose word was lost
+    // still stops the turn at its next step.
     let recorder = {
         let (pool, thread, turn) = (shared.pool.clone(), request.thread_id, request.turn_id);
+        let stop = stop.clone();
         move |part: StepPart| {
-            let pool = pool.clone();
+            let (pool, stop) = (pool.clone(), stop.clone());
             async move {
                 let mut tx = rover_domain::begin_tenant(&pool, school)
                     .await
@@ -135,7 +139,14 @@ pub(crate) async fn run_request(
                 rover_domain::conversation::record_step(&mut tx, thread, turn, &part)
                     .await
                     .map_err(|e| e.to_string())?;
-                tx.commit().await.map_err(|e| e.to_string())
+                let stopped = rover_domain::conversation::stop_requested(&mut tx, turn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())?;
+                if stopped {
+                    stop.request();
+                }
+                Ok(())
             }
             .boxed()
         }
@@ -167,6 +178,7 @@ pub(crate) async fn run_request(
         record: Some(&recorder),
         budget,
         approvals: Some(&gate),
+        stop,
     };
     let result = match &request.input {
         TurnInput::Continue { .. } => continue_turn(&agent, history, first, deps).await,

@@ -45,6 +45,19 @@ pub(crate) async fn handle_turn(
     {
         span.record("rover.input.text", text.as_str());
     }
+    // Registered before anything is read, so a stop sent from now on reaches this turn.
+    let (stop, _running) = shared.control.running(turn);
+    // A turn queued behind another of its thread (the enqueue and interrupt policies) runs once
+    // those have ended, so it reads the history they leave.
+    let waited = shared
+        .control
+        .wait_turn(request.thread_id, || ready_to_run(shared, &request))
+        .instrument(span.clone())
+        .await;
+    if let Err(error) = waited {
+        tracing::warn!(parent: &span, %error, "could not read the thread's open turns; retrying the turn");
+        return Outcome::Retry;
+    }
     // What an earlier delivery of this turn did, if a worker died running it.
     let prior = match load_prior(shared, &request).instrument(span.clone()).await {
         Ok(prior) => prior,
@@ -78,6 +91,9 @@ pub(crate) async fn handle_turn(
             .instrument(span)
             .await;
         return Outcome::Ack;
+    }
+    if prior.stopped {
+        stop.request();
     }
     let fresh = !prior.own_parts && prior.continuation.next_seq() == 0;
     // A turn that keeps failing its workers is stopped while a worker can still tell the client:
@@ -132,7 +148,7 @@ pub(crate) async fn handle_turn(
                 owned?;
                 tokio::time::timeout(
                     deadline,
-                    run_request(shared, &request, &sender, &prior.journal, &budget),
+                    run_request(shared, &request, &sender, &prior.journal, &budget, &stop),
                 )
                 .await
                 .map_err(|_| Failure {
@@ -211,6 +227,8 @@ pub(crate) struct Prior {
     journal: Journal,
     /// This turn recorded parts before (a redelivery).
     own_parts: bool,
+    /// The turn was asked to stop.
+    stopped: bool,
 }
 
 pub(crate) async fn load_prior(
@@ -236,6 +254,7 @@ pub(crate) async fn load_prior(
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
     let parts = rover_domain::conversation::steps(&mut tx, &[request.turn_id]).await?;
+    let stopped = rover_domain::conversation::stop_requested(&mut tx, request.turn_id).await?;
     let chain = match &request.input {
         TurnInput::Continue { chain } => rover_domain::conversation::steps(&mut tx, chain).await?,
         _ => Vec::new(),
@@ -251,8 +270,23 @@ pub(crate) async fn load_prior(
         completed,
         continuation: Continuation::after(events),
         own_parts: !parts.is_empty(),
+        stopped,
         journal: Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step)),
     })
+}
+
+/// Whether no turn opened before this one on its thread is still open.
+async fn ready_to_run(
+    shared: &Shared,
+    request: &TurnRequest,
+) -> Result<bool, rover_domain::DomainError> {
+    let mut tx = rover_domain::begin_tenant(&shared.pool, school_of(request)).await?;
+    let behind = rover_domain::conversation::waits_behind(&mut tx, request.turn_id).await?;
+    tx.commit().await?;
+    if behind {
+        tracing::info!(turn_id = %request.turn_id, "waiting for the thread's earlier turn to end");
+    }
+    Ok(!behind)
 }
 
 /// The turn's signed identity verifies, and the runtime context, turn and thread match it.

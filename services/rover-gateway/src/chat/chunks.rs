@@ -106,23 +106,41 @@ impl ChunkMapper {
             TurnEventKind::Error { message, .. } => {
                 vec![json!({ "type": "error", "errorText": message })]
             }
+            // Stopped: the stream ends with `abort` (then `[DONE]`), not `finish`; what the turn
+            // spent still reaches the message's metadata.
+            TurnEventKind::Finish {
+                reason: FinishReason::Abort,
+                usage,
+            } => {
+                let mut chunks = Vec::new();
+                if let Some(usage) = usage {
+                    chunks.push(json!({ "type": "message-metadata", "messageMetadata": usage_metadata(&usage) }));
+                }
+                chunks.push(json!({ "type": "abort", "reason": "stopped" }));
+                chunks
+            }
             TurnEventKind::Finish { reason, usage } => {
                 let reason = match reason {
                     FinishReason::Stop => "stop",
                     FinishReason::Length => "length",
                     FinishReason::ToolCalls => "tool-calls",
-                    FinishReason::Error => "error",
+                    FinishReason::Error | FinishReason::Abort => "error",
                 };
                 let mut finish = json!({ "type": "finish", "finishReason": reason });
                 if let Some(usage) = usage {
-                    finish["messageMetadata"] = json!({ "usage": {
-                        "inputTokens": usage.input_tokens,
-                        "outputTokens": usage.output_tokens,
-                        "totalTokens": usage.input_tokens + usage.output_tokens,
-                    } });
+                    finish["messageMetadata"] = usage_metadata(&usage);
                 }
                 vec![finish]
             }
         }
     }
+}
+
+/// A turn's token usage as message metadata.
+fn usage_metadata(usage: &rover_contracts::wire::TokenUsage) -> Value {
+    json!({ "usage": {
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "totalTokens": usage.input_tokens + usage.output_tokens,
+    } })
 }

@@ -1,0 +1,276 @@
+//! Stop and double-texting, through the real gateway: `POST /api/chat/{id}/stop` reaches whichever
+//! worker holds the turn (from any replica), cuts the model stream, lets a started write finish
+//! and starts nothing after it; the stream ends with `abort` then `[DONE]`, and what was said and
+//! done stays in the thread's history. A new message on a busy chat is refused, queued or
+//! interrupts, as `chat.double_texting` says.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use serde_json::Value;
+
+use crate::checker::{ADMIN, DOS, say_watching, sciences};
+use crate::stack::{Stack, Turn, read_stream};
+
+/// A plain-text answer long enough to stop while it streams (the scripted model's
+/// `describe-how-you-work` rule; the stack streams it a word every 40 ms).
+const LONG: &str = "Please describe how you work";
+const SLOW_MODEL: &[&str] = &["--chunk-delay-ms", "40"];
+
+/// Posts `text` and reads the whole stream; when the first chunk of type `at` arrives, runs
+/// `then` while the stream goes on, and returns its output too.
+async fn say_and<F, Fut>(
+    stack: &Stack,
+    email: &str,
+    chat: &str,
+    text: &str,
+    at: &str,
+    then: F,
+) -> (Turn, Fut::Output)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future,
+{
+    let (reached, reached_rx) = tokio::sync::oneshot::channel();
+    let mut reached = Some(reached);
+    let reading = say_watching(stack, email, chat, text, |chunk| {
+        if chunk["type"] == at
+            && let Some(reached) = reached.take()
+        {
+            let _ = reached.send(());
+        }
+    });
+    let acting = async {
+        reached_rx
+            .await
+            .unwrap_or_else(|_| panic!("the stream ended without a {at} chunk"));
+        then().await
+    };
+    tokio::join!(reading, acting)
+}
+
+async fn post_stop(stack: &Stack, gateway: SocketAddr, email: &str, chat: &str) -> u16 {
+    stack
+        .http
+        .post(format!("http://{gateway}/api/chat/{chat}/stop"))
+        .bearer_auth(stack.token(email))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The messages a turn left in its thread's history.
+async fn history(stack: &Stack, turn: &Turn) -> Vec<Value> {
+    let id = turn.of_type("start")[0]["messageMetadata"]["turnId"]
+        .as_str()
+        .expect("the start chunk names the turn")
+        .parse::<uuid::Uuid>()
+        .unwrap();
+    sqlx::query_scalar("SELECT message FROM conversation_log WHERE turn_id = $1 ORDER BY position")
+        .bind(id)
+        .fetch_all(&stack.owner)
+        .await
+        .unwrap()
+}
+
+/// The stream of a stopped turn: `abort` then `[DONE]`, no `finish`, every text part closed.
+fn assert_aborted(turn: &Turn) {
+    assert_eq!(turn.status, 200);
+    assert!(turn.done, "the stream ends with [DONE]: {:#?}", turn.chunks);
+    assert_eq!(
+        turn.chunks.last().map(|c| &c["type"]),
+        Some(&Value::from("abort")),
+        "{:#?}",
+        turn.chunks
+    );
+    assert!(turn.of_type("finish").is_empty(), "{:#?}", turn.chunks);
+    assert_eq!(
+        turn.of_type("text-start").len(),
+        turn.of_type("text-end").len(),
+        "every text part is closed: {:#?}",
+        turn.chunks
+    );
+}
+
+#[tokio::test]
+async fn stop_from_another_replica_cuts_the_reply_and_keeps_what_was_said() {
+    let mut stack = Stack::start_with_model(SLOW_MODEL).await;
+    let other = stack.another_gateway();
+    let full = stack.say(ADMIN, "chat-whole", LONG).await;
+    assert_eq!(full.finish_reason(), Some("stop"));
+
+    // The stream is on the first replica; Stop is sent to the other, at the first word.
+    let chat = "chat-stopped";
+    let (turn, stopped) = say_and(&stack, ADMIN, chat, LONG, "text-delta", || {
+        post_stop(&stack, other, ADMIN, chat)
+    })
+    .await;
+    assert_eq!(stopped, 202);
+    assert_aborted(&turn);
+    let said = turn.text();
+    assert!(
+        !said.is_empty() && said.len() < full.text().len() && full.text().starts_with(&said),
+        "the reply was cut where it was: {said:?}"
+    );
+    let usage = &turn.of_type("message-metadata")[0]["messageMetadata"]["usage"];
+    assert!(usage["inputTokens"].as_u64().unwrap() > 0, "{usage}");
+
+    // What was said is the thread's: the staff member's message and the partial answer.
+    let kept = history(&stack, &turn).await;
+    assert_eq!(kept.len(), 2, "{kept:#?}");
+    assert_eq!(kept[0]["content"], LONG);
+    assert_eq!(kept[1]["role"], "assistant");
+    assert_eq!(kept[1]["content"], said.as_str());
+
+    // A resume (on either replica) replays the stopped turn as it streamed, `abort` and all.
+    let replayed = read_stream(
+        stack
+            .http
+            .get(format!("http://{other}/api/chat/{chat}/stream"))
+            .bearer_auth(stack.token(ADMIN))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_aborted(&replayed);
+    assert_eq!(replayed.text(), said);
+
+    // Nothing runs any more: a second Stop has nothing to do, and the chat takes the next
+    // message at once.
+    assert_eq!(post_stop(&stack, stack.gateway, ADMIN, chat).await, 204);
+    let next = stack.say(ADMIN, chat, "What's the date today?").await;
+    assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+}
+
+#[tokio::test]
+async fn stop_during_a_tool_call_lets_the_write_finish_and_starts_nothing_after() {
+    let stack = Stack::start().await;
+    let chat = "chat-stop-write";
+    // The tool server's insert waits on this lock, so the call is running when Stop arrives.
+    let mut lock = stack.owner.begin().await.unwrap();
+    sqlx::query("LOCK TABLE departments IN SHARE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let (turn, (theirs, ours)) = say_and(
+        &stack,
+        ADMIN,
+        chat,
+        "Create a department called Sciences",
+        "tool-input-available",
+        || async {
+            // Only the chat's owner may stop it.
+            let theirs = post_stop(&stack, stack.gateway, DOS, chat).await;
+            let ours = post_stop(&stack, stack.gateway, ADMIN, chat).await;
+            lock.commit().await.unwrap();
+            (theirs, ours)
+        },
+    )
+    .await;
+    assert_eq!(theirs, 404);
+    assert_eq!(ours, 202);
+    assert_aborted(&turn);
+    // The write that had started finished, once; the model was not called again.
+    assert_eq!(
+        turn.of_type("tool-output-available").len(),
+        1,
+        "{:#?}",
+        turn.chunks
+    );
+    assert!(
+        turn.text().is_empty(),
+        "nothing after the call: {:#?}",
+        turn.chunks
+    );
+    assert_eq!(sciences(&stack).await, 1);
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE call_id IS NOT NULL")
+            .await,
+        1
+    );
+    let kept = history(&stack, &turn).await;
+    let roles: Vec<&str> = kept.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{kept:#?}");
+
+    // The next turn reads a valid thread and answers.
+    let next = stack.say(ADMIN, chat, "What's the date today?").await;
+    assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+}
+
+/// Posts a first message, and a second on the same chat once the first has said a word; reads
+/// both streams to their ends.
+async fn double_text(stack: &Stack, chat: &str) -> (Turn, Turn) {
+    let (first, second) = say_and(stack, ADMIN, chat, LONG, "text-delta", || async {
+        let messages = serde_json::json!([{ "id": "u2", "role": "user", "parts": [{ "type": "text", "text": "What's the date today?" }] }]);
+        read_stream(
+            stack
+                .post(stack.gateway, &stack.token(ADMIN), chat, messages)
+                .await,
+        )
+        .await
+    })
+    .await;
+    (first, second)
+}
+
+/// The thread's history, as (role, content) pairs.
+async fn thread(stack: &Stack, first: &Turn, second: &Turn) -> Vec<(String, String)> {
+    let mut kept = history(stack, first).await;
+    kept.extend(history(stack, second).await);
+    kept.iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_enqueued_message_runs_after_the_reply_it_waited_for() {
+    let stack = Stack::start_with(SLOW_MODEL, &[("ROVER_CHAT__DOUBLE_TEXTING", "enqueue")]).await;
+    let (first, second) = double_text(&stack, "chat-enqueue").await;
+    assert_eq!(first.finish_reason(), Some("stop"), "{:#?}", first.chunks);
+    assert_eq!(second.status, 200);
+    assert_eq!(second.finish_reason(), Some("stop"), "{:#?}", second.chunks);
+    assert_eq!(second.tools(), ["get_current_date"]);
+    // The second turn ran on the history the first left, whole.
+    let kept = thread(&stack, &first, &second).await;
+    assert_eq!(kept[0], ("user".to_owned(), LONG.to_owned()));
+    assert_eq!(kept[1], ("assistant".to_owned(), first.text()));
+    assert_eq!(
+        kept[2],
+        ("user".to_owned(), "What's the date today?".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn an_interrupting_message_stops_the_reply_then_runs() {
+    let stack = Stack::start_with(SLOW_MODEL, &[("ROVER_CHAT__DOUBLE_TEXTING", "interrupt")]).await;
+    let (first, second) = double_text(&stack, "chat-interrupt").await;
+    assert_aborted(&first);
+    let full = stack.say(ADMIN, "chat-whole", LONG).await.text();
+    assert!(first.text().len() < full.len(), "{:?}", first.text());
+    assert_eq!(second.finish_reason(), Some("stop"), "{:#?}", second.chunks);
+    let kept = thread(&stack, &first, &second).await;
+    assert_eq!(kept[0], ("user".to_owned(), LONG.to_owned()));
+    assert_eq!(kept[1], ("assistant".to_owned(), first.text()));
+    assert_eq!(
+        kept[2],
+        ("user".to_owned(), "What's the date today?".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn by_default_a_message_on_a_busy_chat_is_refused_and_changes_nothing() {
+    let stack = Stack::start_with_model(SLOW_MODEL).await;
+    let (first, second) = double_text(&stack, "chat-reject").await;
+    assert_eq!(first.finish_reason(), Some("stop"));
+    assert_eq!(second.status, 409, "{:#?}", second.chunks);
+    assert_eq!(history(&stack, &first).await.len(), 2);
+}
