@@ -95,7 +95,7 @@ async fn ai6() -> Client {
 async fn ai7() -> Client {
     let dir = install(NODE7_DIR).await;
     // Written aside and renamed: tests running at once never read a half-copied script.
-    for script in ["headless-chat.mjs", "chat.mjs", "approve.mjs"] {
+    for script in ["headless-chat.mjs", "chat.mjs", "approve.mjs", "stop.mjs"] {
         let aside = dir.join(format!("{script}.{}", std::process::id()));
         std::fs::copy(Path::new(NODE_DIR).join(script), &aside).unwrap();
         std::fs::rename(&aside, dir.join(script)).unwrap();
@@ -438,4 +438,93 @@ async fn the_real_ai7_client_approves_a_write_and_it_runs_once() {
 #[tokio::test]
 async fn the_real_ai7_client_denies_a_subagents_write() {
     denies_a_subagents_write(ai7().await).await;
+}
+
+/// Stops a long reply with `client` at its first word (`how`: `server` — only the gateway is
+/// asked, and the client reads on to the gateway's `abort`; `client` — AI SDK 7's pattern,
+/// `chat.stop()` then the stop endpoint), then sends the next message, which is answered.
+async fn stops_a_reply(client: Client, how: &str) {
+    let stack = Stack::start_with_model(&["--chunk-delay-ms", "40"]).await;
+    let long = "Please describe how you work";
+    let full = stack
+        .say("admin@hill.school", "chat-whole", long)
+        .await
+        .text();
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token("admin@hill.school");
+    let report = script(
+        &client.node,
+        &client.dir,
+        "stop.mjs",
+        &[
+            &gateway,
+            &token,
+            "chat-node-stop",
+            long,
+            "What's the date today?",
+            how,
+        ],
+    )
+    .await;
+    assert_eq!(report["stopStatus"], 200, "{report:#}");
+    if how == "server" {
+        // The client read the gateway's end of the stream, and its strict schema took it: the
+        // message ends without a `finish`.
+        let first = &report["streams"][0];
+        assert_eq!(
+            first["chunks"].as_array().unwrap().last().unwrap(),
+            "abort",
+            "{report:#}"
+        );
+        assert_eq!(first["done"], true, "{report:#}");
+        assert!(
+            report["finishes"][0]["finishReason"].is_null(),
+            "{report:#}"
+        );
+    } else {
+        assert_eq!(report["finishes"][0]["isAbort"], true, "{report:#}");
+    }
+    assert_eq!(report["finishes"][1]["finishReason"], "stop", "{report:#}");
+    let messages = report["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "{report:#}");
+    let text = |message: &Value| -> String {
+        parts(message, "text")
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect()
+    };
+    let cut = text(&messages[1]);
+    assert!(
+        !cut.is_empty() && cut.len() < full.len() && full.starts_with(&cut),
+        "{cut:?}"
+    );
+    assert!(!text(&messages[3]).is_empty(), "{report:#}");
+    // The reply kept in the thread is the one the client saw, when the client read to the end.
+    let kept: Vec<String> = sqlx::query_scalar(
+        "SELECT message->>'content' FROM conversation_log \
+         WHERE message->>'role' = 'assistant' AND message->>'content' IS NOT NULL",
+    )
+    .fetch_all(&stack.owner)
+    .await
+    .unwrap();
+    let kept: Vec<String> = kept
+        .into_iter()
+        .filter(|k| k.len() < full.len() && full.starts_with(k.as_str()))
+        .collect();
+    assert_eq!(kept.len(), 1, "the partial reply is kept: {kept:#?}");
+    if how == "server" {
+        assert!(kept.contains(&cut), "{kept:#?}");
+    }
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_stops_a_reply() {
+    stops_a_reply(ai6().await, "server").await;
+    stops_a_reply(ai6().await, "client").await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_stops_a_reply() {
+    stops_a_reply(ai7().await, "server").await;
+    stops_a_reply(ai7().await, "client").await;
 }

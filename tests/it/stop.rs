@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use serde_json::Value;
 
 use crate::checker::{ADMIN, DOS, say_watching, sciences};
-use crate::stack::{Stack, Turn, read_stream};
+use crate::stack::{Service, Stack, Turn, read_stream};
 
 /// A plain-text answer long enough to stop while it streams (the scripted model's
 /// `describe-how-you-work` rule; the stack streams it a word every 40 ms).
@@ -107,7 +107,7 @@ async fn stop_from_another_replica_cuts_the_reply_and_keeps_what_was_said() {
         post_stop(&stack, other, ADMIN, chat)
     })
     .await;
-    assert_eq!(stopped, 202);
+    assert_eq!(stopped, 200, "answered once the turn had stopped");
     assert_aborted(&turn);
     let said = turn.text();
     assert!(
@@ -164,14 +164,18 @@ async fn stop_during_a_tool_call_lets_the_write_finish_and_starts_nothing_after(
         || async {
             // Only the chat's owner may stop it.
             let theirs = post_stop(&stack, stack.gateway, DOS, chat).await;
-            let ours = post_stop(&stack, stack.gateway, ADMIN, chat).await;
-            lock.commit().await.unwrap();
+            // Stop answers once the turn has ended, and it cannot end while the call waits:
+            // the lock goes once the stop is recorded.
+            let (ours, ()) = tokio::join!(post_stop(&stack, stack.gateway, ADMIN, chat), async {
+                until_a_stop_is_recorded(&stack).await;
+                lock.commit().await.unwrap();
+            });
             (theirs, ours)
         },
     )
     .await;
     assert_eq!(theirs, 404);
-    assert_eq!(ours, 202);
+    assert_eq!(ours, 200);
     assert_aborted(&turn);
     // The write that had started finished, once; the model was not called again.
     assert_eq!(
@@ -199,6 +203,46 @@ async fn stop_during_a_tool_call_lets_the_write_finish_and_starts_nothing_after(
     // The next turn reads a valid thread and answers.
     let next = stack.say(ADMIN, chat, "What's the date today?").await;
     assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+}
+
+#[tokio::test]
+async fn a_stop_no_worker_hears_still_stops_the_turn() {
+    let stack = Stack::start_with(&[], &[("ROVER_CHAT__STOP_WAIT_MS", "100")]).await;
+    // No worker: the turn waits in the queue, and the word to stop it reaches nobody.
+    stack.kill(Service::Worker);
+    stack.exited(Service::Worker).await;
+    let chat = "chat-stop-queued";
+    let messages = serde_json::json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "Create a department called Sciences" }] }]);
+    let response = stack
+        .post(stack.gateway, &stack.token(ADMIN), chat, messages)
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        post_stop(&stack, stack.gateway, ADMIN, chat).await,
+        202,
+        "still stopping"
+    );
+
+    // The worker that takes the turn finds the stop recorded: nothing runs.
+    stack.restart(Service::Worker, &[], &[]);
+    let turn = read_stream(response).await;
+    assert_aborted(&turn);
+    assert!(turn.tools().is_empty(), "{:#?}", turn.chunks);
+    assert_eq!(sciences(&stack).await, 0);
+    let kept = history(&stack, &turn).await;
+    assert_eq!(kept.len(), 1, "only the staff member's message: {kept:#?}");
+}
+
+/// Returns once a stop is recorded in `open_turns` (Postgres has no event to await for it; the
+/// suite's deadline bounds the wait).
+async fn until_a_stop_is_recorded(stack: &Stack) {
+    while stack
+        .count("SELECT count(*) FROM open_turns WHERE stop_requested_at IS NOT NULL")
+        .await
+        == 0
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 /// Posts a first message, and a second on the same chat once the first has said a word; reads

@@ -23,9 +23,22 @@ class State {
   snapshot = (thing) => structuredClone(thing);
 }
 
-/** A chat as `useChat` holds one, without a framework. */
+/**
+ * A chat as `useChat` holds one, without a framework. `onChange(messages)`, if given, is called
+ * after every change to the messages (where a framework would re-render).
+ */
 export class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new State() });
+  constructor({ onChange, ...init }) {
+    const state = new State();
+    if (onChange) {
+      for (const change of ['pushMessage', 'popMessage', 'replaceMessage']) {
+        const apply = state[change];
+        state[change] = (...args) => {
+          apply(...args);
+          onChange(state.messages);
+        };
+      }
+    }
+    super({ ...init, state });
   }
 }

@@ -231,6 +231,9 @@ pub struct ChatSettings {
     pub max_resumes_per_user: usize,
     /// The `Retry-After` sent with a 429 for too many open turns or streams, in seconds.
     pub busy_retry_after_secs: u64,
+    /// How long `POST /api/chat/{id}/stop` waits for the reply to end before it answers 202
+    /// (stopping) instead of 200 (stopped), in milliseconds.
+    pub stop_wait_ms: u64,
     /// What a new message does on a chat whose reply is still running: `reject` (409
     /// `turn_in_progress`), `enqueue` (it runs once the reply ends) or `interrupt` (the reply is
     /// stopped, then it runs).
@@ -264,6 +267,7 @@ impl Default for ChatSettings {
             max_concurrent_turns_per_school: 200,
             max_resumes_per_user: 4,
             busy_retry_after_secs: 5,
+            stop_wait_ms: 10_000,
             double_texting: DoubleTexting::Reject,
         }
     }
