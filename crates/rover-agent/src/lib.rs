@@ -11,6 +11,7 @@ mod compat;
 mod deps;
 mod journal;
 mod local;
+mod messages;
 pub mod model;
 pub mod prompt;
 mod rpc;

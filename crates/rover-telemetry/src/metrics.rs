@@ -137,6 +137,8 @@ pub struct TurnMetrics {
     pub completed: Counter,
     /// Turns that finished with an error event.
     pub failed: Counter,
+    /// Turns the staff member stopped (they end with `abort`).
+    pub stopped: Counter,
     /// From the turn's start to its `finish`, in seconds.
     pub duration: Histogram,
     /// From the turn's start to its first text, in seconds.
@@ -159,6 +161,7 @@ impl TurnMetrics {
             started: Counter::default(),
             completed: Counter::default(),
             failed: Counter::default(),
+            stopped: Counter::default(),
             duration: latency_histogram(),
             time_to_first_token: latency_histogram(),
             budget_exceeded: Family::default(),
@@ -177,6 +180,11 @@ impl TurnMetrics {
             "rover_turns_failed",
             "Turns that finished with an error event",
             metrics.failed.clone(),
+        );
+        registry.register(
+            "rover_turns_stopped",
+            "Turns the staff member stopped (ended with abort)",
+            metrics.stopped.clone(),
         );
         registry.register(
             "rover_turn_duration_seconds",

@@ -87,23 +87,37 @@ impl Control {
 
     /// Waits until `ready` says the turn may run, asking again whenever a turn of `thread` ends
     /// (and every few seconds). `ready` is asked after the worker listens, so no word is missed.
-    pub(crate) async fn wait_turn<F, Fut, E>(&self, thread: ThreadId, mut ready: F) -> Result<(), E>
+    /// After `limit` the turn runs anyway: a turn ahead that runs ends within its own deadline,
+    /// so one that has not is not running (say, queued behind this one on a worker whose every
+    /// prefetched turn waits), and waiting longer would only hold both.
+    pub(crate) async fn wait_turn<F, Fut, E>(
+        &self,
+        thread: ThreadId,
+        limit: Duration,
+        mut ready: F,
+    ) -> Result<(), E>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<bool, E>>,
     {
         let notify = Arc::clone(lock(&self.waiting).entry(thread).or_default());
-        let result = loop {
-            let ended = notify.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            match ready().await {
-                Ok(true) => break Ok(()),
-                Ok(false) => {}
-                Err(error) => break Err(error),
+        let waiting = async {
+            loop {
+                let ended = notify.notified();
+                tokio::pin!(ended);
+                ended.as_mut().enable();
+                match ready().await {
+                    Ok(true) => break Ok(()),
+                    Ok(false) => {}
+                    Err(error) => break Err(error),
+                }
+                let _ = tokio::time::timeout(RECHECK, ended).await;
             }
-            let _ = tokio::time::timeout(RECHECK, ended).await;
         };
+        let result = tokio::time::timeout(limit, waiting).await.unwrap_or_else(|_| {
+            tracing::warn!(thread_id = %thread, "an earlier turn of the thread has not ended; running anyway");
+            Ok(())
+        });
         let mut waiting = lock(&self.waiting);
         // The last waiter of the thread removes its entry (the map holds one reference).
         if Arc::strong_count(&notify) == 2 {

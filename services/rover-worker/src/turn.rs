@@ -51,7 +51,11 @@ pub(crate) async fn handle_turn(
     // those have ended, so it reads the history they leave.
     let waited = shared
         .control
-        .wait_turn(request.thread_id, || ready_to_run(shared, &request))
+        .wait_turn(
+            request.thread_id,
+            Duration::from_millis(shared.settings.agent.turn_timeout_ms),
+            || ready_to_run(shared, &request),
+        )
         .instrument(span.clone())
         .await;
     if let Err(error) = waited {
@@ -186,11 +190,11 @@ pub(crate) async fn handle_turn(
             .turns
             .duration
             .observe(started.elapsed().as_secs_f64());
-        if finish == FinishReason::Error {
-            shared.turns.failed.inc();
-        } else {
-            shared.turns.completed.inc();
-        }
+        match finish {
+            FinishReason::Error => shared.turns.failed.inc(),
+            FinishReason::Abort => shared.turns.stopped.inc(),
+            _ => shared.turns.completed.inc(),
+        };
         // The ledger has every delivery's calls; this one's are the fallback.
         let usage = budget::settled_usage(&shared.pool, school_of(&request), request.turn_id)
             .await
