@@ -6,6 +6,7 @@
 //! processes), `stats` (the load driver and percentiles), `floor`, `toolhop`, `turns` (the cases),
 //! `report` (table and JSON).
 
+mod approval;
 mod floor;
 mod procs;
 mod report;
@@ -81,6 +82,8 @@ enum Section {
     ToolHop,
     /// Building a turn's agent from its runtime context, in process.
     AgentBuild,
+    /// The approval gate an approved write passes before its RPC (beside the tool hop's write).
+    Approval,
     /// Whole turns through the gateway with the scripted model at zero latency.
     Turns,
     /// Many concurrent turns held open by a slow scripted model.
@@ -216,6 +219,10 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
+    if wants(Section::Approval) {
+        rows.extend(approval_gate(&world, timing, &rows).await?);
+    }
+
     if wants(Section::AgentBuild) {
         eprintln!(
             "rover-bench: agent build, {} per demo user…",
@@ -312,6 +319,54 @@ async fn main() -> anyhow::Result<()> {
     let path = report.write(&cli.out, &started_at.format("%Y%m%dT%H%M%SZ").to_string())?;
     println!("written: {} (and latest.json)", path.display());
     Ok(())
+}
+
+/// The approved write's gate at c=1 and c=64; at c=1 its goal is to cost no more than the one
+/// write RPC it guards (the tool hop's write row at c=1, when measured in this run).
+async fn approval_gate(
+    world: &World,
+    timing: Timing,
+    measured_rows: &[Row],
+) -> anyhow::Result<Vec<Row>> {
+    let write_rpc = measured_rows
+        .iter()
+        .find(|r| {
+            r.section == "tool hop" && r.case == "create_department (write)" && r.concurrency == 1
+        })
+        .map(|r| r.p50_ms);
+    let gate = approval::Gate::start(world).await?;
+    let mut rows = Vec::new();
+    for c in [1, 64] {
+        eprintln!("rover-bench: approval gate of an approved write at c={c}…");
+        let g = gate.clone();
+        let run = drive(c, timing, move |_| {
+            let g = g.clone();
+            async move { g.decide().await }
+        })
+        .await;
+        let latencies = run.latencies();
+        let mut row = measured(
+            Row::new("approval", "gate of an approved write", c),
+            &run,
+            &latencies,
+        );
+        if c == 1 {
+            row = match write_rpc {
+                Some(rpc) => row
+                    .goal("p50 ≤ 1× the write RPC", latencies.ms(0.5) <= rpc)
+                    .note(format!("write RPC p50 {rpc:.2} ms")),
+                None => row.note("run with the tool-hop section for its goal"),
+            };
+            if run.errors > 0 {
+                row.pass = Some(false);
+            }
+        }
+        rows.push(row);
+    }
+    if let Ok(gate) = Arc::try_unwrap(gate) {
+        gate.stop().await;
+    }
+    Ok(rows)
 }
 
 /// Fills a row's counts, rate and percentiles from a run.

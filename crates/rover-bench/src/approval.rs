@@ -1,0 +1,97 @@
+//! The approval gate of an approved write, as the worker runs it before the call's RPC: one
+//! transaction that reads the school's policy and the call's approval row (`needs_approval`, then
+//! `decided` finding it approved for this turn and input). That is all approval adds to the call
+//! that runs: the pause and the staff member's answer are turns of their own. Measured in process,
+//! through a pool like the worker's, against a call approved once in this run's database.
+
+use std::sync::Arc;
+
+use rover_contracts::ids::{ThreadId, TurnId};
+use rover_domain::approvals::{ApprovalAnswer, ApprovalState, GatedCall};
+use rover_settings::{DatabaseSettings, Secret};
+use serde_json::json;
+
+use crate::toolhop::{POOL_SIZE, WRITER};
+use crate::world::World;
+
+/// A pool like the worker's and a write call approved for the turn that runs it.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    pool: sqlx::PgPool,
+    school: rover_contracts::ids::SchoolId,
+    call: GatedCall,
+}
+
+impl Gate {
+    /// Pauses a turn on a `create_department` call and approves it for the next turn, as a chat
+    /// would; the gated call is that next turn's.
+    pub(crate) async fn start(world: &World) -> anyhow::Result<Arc<Gate>> {
+        let pool = rover_domain::app_pool(&DatabaseSettings {
+            url: Secret::new(world.db.app_url().to_owned()),
+            max_connections: POOL_SIZE.parse()?,
+            ..DatabaseSettings::default()
+        })?;
+        let school = world.db.ids.school_of(WRITER);
+        let user = world.db.ids.user(WRITER);
+        let (thread, paused, answering) = (ThreadId::new(), TurnId::new(), TurnId::new());
+        let mut call = GatedCall {
+            thread,
+            chain: vec![paused],
+            user,
+            call_id: "0-call_bench".to_owned(),
+            tool: "create_department".to_owned(),
+            input: json!({ "name": "Bench Sciences" }),
+        };
+        let mut tx = rover_domain::begin_tenant(&pool, school).await?;
+        // The demo seed lets writes run without approval; here every write needs it.
+        sqlx::query("DELETE FROM tool_approval_policy")
+            .execute(tx.connection())
+            .await?;
+        rover_domain::conversation::ensure_thread(&mut tx, thread, user).await?;
+        let ApprovalState::Pending { approval_id } =
+            rover_domain::approvals::approval_for(&mut tx, &call).await?
+        else {
+            anyhow::bail!("a new approval is not pending");
+        };
+        let answer = ApprovalAnswer {
+            approval_id,
+            call_id: call.call_id.clone(),
+            input: call.input.clone(),
+            approved: true,
+            reason: None,
+        };
+        rover_domain::approvals::answer(&mut tx, thread, user, answering, &[answer])
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("the approval was not recorded"))?;
+        tx.commit().await?;
+        call.chain.push(answering);
+        let gate = Gate { pool, school, call };
+        anyhow::ensure!(gate.decide().await.is_ok(), "the call is not approved");
+        Ok(Arc::new(gate))
+    }
+
+    /// The gate's transaction, exactly as the worker's: the call must come out approved.
+    pub(crate) async fn decide(&self) -> Result<(), String> {
+        let fail = |e: rover_domain::DomainError| e.to_string();
+        let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
+            .await
+            .map_err(fail)?;
+        let needs = rover_domain::approvals::needs_approval(&mut tx, &self.call.tool)
+            .await
+            .map_err(fail)?;
+        let decided = rover_domain::approvals::decided(&mut tx, &self.call)
+            .await
+            .map_err(fail)?;
+        tx.commit().await.map_err(fail)?;
+        match decided {
+            Some(ApprovalState::Approved) if needs => Ok(()),
+            other => Err(format!(
+                "the gate decided {other:?} (needs approval: {needs})"
+            )),
+        }
+    }
+
+    pub(crate) async fn stop(self) {
+        self.pool.close().await;
+    }
+}
