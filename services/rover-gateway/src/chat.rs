@@ -35,8 +35,10 @@ mod request;
 mod stream;
 
 mod approvals;
+mod stop;
 pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
 use request::{campus_choice, thread_id};
+use stop::{stop, tell_workers_to_stop};
 use stream::stream_response;
 
 /// The chat routes.
@@ -218,95 +220,6 @@ async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
     };
     if let Err(error) = closed.await {
         tracing::warn!(%error, %turn, "could not close an unpublished turn; it expires by itself");
-    }
-}
-
-/// `POST /api/chat/{id}/stop`: stops the chat's running reply (and any queued behind it) on
-/// whichever worker holds it. The stop is recorded before the workers are told, so it holds even
-/// if the word is lost; the reply's stream — on any replica — ends with `abort`, keeping what was
-/// said. Answers once the turns have ended, so the next message is accepted at once: 200
-/// `{"stopped": [turn ids]}`; 202 `{"stopping": […]}` if they are still ending after
-/// `chat.stop_wait_ms`; 204 when nothing was running (a second Stop is harmless). Only the chat's
-/// owner may stop it: another user's chat is a 404.
-#[tracing::instrument(name = "rover.gateway.stop", skip_all, fields(thread_id = tracing::field::Empty))]
-async fn stop(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(chat): Path<String>,
-) -> Result<Response, ApiError> {
-    let thread = thread_id(&chat)?;
-    tracing::Span::current().record("thread_id", tracing::field::display(thread));
-    let mut tx = caller::tenant(&state, &principal).await?;
-    rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
-    let turns = rover_domain::conversation::request_stop(&mut tx, thread).await?;
-    if turns.is_empty() {
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    // Followed before the workers are told, so no turn's end can slip past.
-    let ends: Vec<_> = turns
-        .iter()
-        .map(|turn| state.events.follow(*turn))
-        .collect();
-    tx.commit().await?;
-    tell_workers_to_stop(&state, &turns).await;
-    tracing::info!(%thread, turns = turns.len(), "asked to stop the chat's reply");
-    let wait = Duration::from_millis(state.settings.chat.stop_wait_ms);
-    let ended = tokio::time::timeout(wait, async {
-        for ((_following, live), turn) in ends.into_iter().zip(&turns) {
-            wait_ended(&state, &principal, *turn, live).await?;
-        }
-        Ok::<_, ApiError>(())
-    })
-    .await;
-    let (status, key) = match ended {
-        Ok(ended) => {
-            ended?;
-            (StatusCode::OK, "stopped")
-        }
-        Err(_) => (StatusCode::ACCEPTED, "stopping"),
-    };
-    Ok((status, axum::Json(serde_json::json!({ key: turns }))).into_response())
-}
-
-/// Waits until `turn` has ended: its `finish` recorded already, or arriving on `live`.
-async fn wait_ended(
-    state: &AppState,
-    principal: &Principal,
-    turn: TurnId,
-    mut live: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
-) -> Result<(), ApiError> {
-    let finished = |event: &TurnEvent| matches!(event.event, TurnEventKind::Finish { .. });
-    let mut tx = caller::tenant(state, principal).await?;
-    let recorded = rover_domain::conversation::events(&mut tx, turn).await?;
-    tx.commit().await?;
-    if recorded
-        .into_iter()
-        .filter_map(|payload| serde_json::from_value::<TurnEvent>(payload).ok())
-        .any(|event| finished(&event))
-    {
-        return Ok(());
-    }
-    while let Some(event) = live.recv().await {
-        if finished(&event) {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Tells every worker that `turns` were asked to stop (the one running each acts). Best effort:
-/// the stop is already recorded, and a worker sees it at the turn's next step without the word.
-async fn tell_workers_to_stop(state: &AppState, turns: &[TurnId]) {
-    let exchange = state.topology.control_exchange();
-    for turn in turns {
-        let key = rover_messaging::stop_routing_key(&turn.to_string());
-        let message = OutgoingMessage::new(Vec::new()).transient();
-        match state.publisher.publish(&exchange, &key, message).await {
-            Ok(()) | Err(rover_messaging::PublishError::Unroutable { .. }) => {}
-            Err(error) => {
-                tracing::warn!(%error, %turn, "could not tell the workers to stop a turn")
-            }
-        }
     }
 }
 

@@ -47,29 +47,38 @@ pub(crate) async fn handle_turn(
     }
     // Registered before anything is read, so a stop sent from now on reaches this turn.
     let (stop, _running) = shared.control.running(turn);
-    // A turn queued behind another of its thread (the enqueue and interrupt policies) runs once
-    // those have ended, so it reads the history they leave.
-    let waited = shared
-        .control
-        .wait_turn(
-            request.thread_id,
-            Duration::from_millis(shared.settings.agent.turn_timeout_ms),
-            || ready_to_run(shared, &request),
-        )
-        .instrument(span.clone())
-        .await;
-    if let Err(error) = waited {
-        tracing::warn!(parent: &span, %error, "could not read the thread's open turns; retrying the turn");
-        return Outcome::Retry;
-    }
     // What an earlier delivery of this turn did, if a worker died running it.
-    let prior = match load_prior(shared, &request).instrument(span.clone()).await {
+    let mut prior = match load_prior(shared, &request).instrument(span.clone()).await {
         Ok(prior) => prior,
         Err(error) => {
             tracing::warn!(parent: &span, %error, "could not read the turn's journal; retrying the turn");
             return Outcome::Retry;
         }
     };
+    // A turn queued behind another of its thread (the enqueue and interrupt policies) runs once
+    // those have ended, so it reads the history they leave (and a stop sent meanwhile).
+    if prior.behind {
+        let waited = async {
+            shared
+                .control
+                .wait_turn(
+                    request.thread_id,
+                    Duration::from_millis(shared.settings.agent.turn_timeout_ms),
+                    || ready_to_run(shared, &request),
+                )
+                .await?;
+            load_prior(shared, &request).await
+        }
+        .instrument(span.clone())
+        .await;
+        prior = match waited {
+            Ok(prior) => prior,
+            Err(error) => {
+                tracing::warn!(parent: &span, %error, "could not read the thread's open turns; retrying the turn");
+                return Outcome::Retry;
+            }
+        };
+    }
     if prior.continuation.finished() {
         // Its worker may have died between recording the last events and publishing them.
         tracing::info!(parent: &span, "the turn had already finished; sending its end again");
@@ -233,6 +242,8 @@ pub(crate) struct Prior {
     own_parts: bool,
     /// The turn was asked to stop.
     stopped: bool,
+    /// An earlier turn of its thread is still open: it must wait.
+    behind: bool,
 }
 
 pub(crate) async fn load_prior(
@@ -259,6 +270,7 @@ pub(crate) async fn load_prior(
         .collect();
     let parts = rover_domain::conversation::steps(&mut tx, &[request.turn_id]).await?;
     let stopped = rover_domain::conversation::stop_requested(&mut tx, request.turn_id).await?;
+    let behind = rover_domain::conversation::waits_behind(&mut tx, request.turn_id).await?;
     let chain = match &request.input {
         TurnInput::Continue { chain } => rover_domain::conversation::steps(&mut tx, chain).await?,
         _ => Vec::new(),
@@ -275,6 +287,7 @@ pub(crate) async fn load_prior(
         continuation: Continuation::after(events),
         own_parts: !parts.is_empty(),
         stopped,
+        behind,
         journal: Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step)),
     })
 }
