@@ -95,7 +95,13 @@ async fn ai6() -> Client {
 async fn ai7() -> Client {
     let dir = install(NODE7_DIR).await;
     // Written aside and renamed: tests running at once never read a half-copied script.
-    for script in ["headless-chat.mjs", "chat.mjs", "approve.mjs", "stop.mjs"] {
+    for script in [
+        "headless-chat.mjs",
+        "chat.mjs",
+        "approve.mjs",
+        "stop.mjs",
+        "double.mjs",
+    ] {
         let aside = dir.join(format!("{script}.{}", std::process::id()));
         std::fs::copy(Path::new(NODE_DIR).join(script), &aside).unwrap();
         std::fs::rename(&aside, dir.join(script)).unwrap();
@@ -164,6 +170,14 @@ async fn chat(stack: &Stack, dir: &Path, email: &str, chat: &str, text: &str) ->
 /// Runs `script` in `dir` with `node` and returns its one-line JSON report, which must say the
 /// chat ended `ready` without an error.
 async fn script(node: &Path, dir: &Path, script: &str, args: &[&str]) -> Value {
+    let report = report(node, dir, script, args).await;
+    assert_eq!(report["status"], "ready", "{report:#}");
+    assert!(report["error"].is_null(), "{report:#}");
+    report
+}
+
+/// Runs `script` in `dir` with `node` and returns its one-line JSON report.
+async fn report(node: &Path, dir: &Path, script: &str, args: &[&str]) -> Value {
     let mut command = Command::new(node);
     command.current_dir(dir).arg(script).args(args);
     let output = run(command, &format!("node {script}"), CHAT_TIMEOUT).await;
@@ -174,11 +188,8 @@ async fn script(node: &Path, dir: &Path, script: &str, args: &[&str]) -> Value {
         "the ai client failed ({}); its error:\n{stderr}\nits report:\n{stdout}",
         output.status
     );
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
-    assert_eq!(report["status"], "ready", "{report:#}");
-    assert!(report["error"].is_null(), "{report:#}");
-    report
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"))
 }
 
 /// The chat's last message, which must be the assistant's.
@@ -527,4 +538,74 @@ async fn the_real_ai_sdk_client_stops_a_reply() {
 async fn the_real_ai7_client_stops_a_reply() {
     stops_a_reply(ai7().await, "server").await;
     stops_a_reply(ai7().await, "client").await;
+}
+
+/// A second message from another tab of `client` while the first tab's reply streams, under each
+/// `chat.double_texting` policy: refused (the client shows the 409), queued (it runs after the
+/// reply, whole), or interrupting (the reply ends with `abort`, then it runs).
+async fn double_texts(client: Client) {
+    let long = "Please describe how you work";
+    for policy in ["reject", "enqueue", "interrupt"] {
+        let stack = Stack::start_with(
+            &["--chunk-delay-ms", "40"],
+            &[("ROVER_CHAT__DOUBLE_TEXTING", policy)],
+        )
+        .await;
+        let gateway = format!("http://{}", stack.gateway);
+        let token = stack.token("admin@hill.school");
+        let report = report(
+            &client.node,
+            &client.dir,
+            "double.mjs",
+            &[
+                &gateway,
+                &token,
+                "chat-node-double",
+                long,
+                "What's the date today?",
+            ],
+        )
+        .await;
+        let (first, second) = (&report["first"], &report["second"]);
+        assert_eq!(first["status"], "ready", "{policy}: {report:#}");
+        let first_stream = &first["streams"][0];
+        assert_eq!(first_stream["done"], true, "{policy}: {report:#}");
+        let first_end = first_stream["chunks"].as_array().unwrap().last().unwrap();
+        match policy {
+            "reject" => {
+                assert_eq!(first_end, "finish", "{report:#}");
+                assert_eq!(second["status"], "error", "{report:#}");
+                assert_eq!(second["streams"][0]["status"], 409, "{report:#}");
+                let message = second["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("turn_in_progress"), "{report:#}");
+            }
+            "enqueue" => {
+                assert_eq!(first_end, "finish", "{report:#}");
+                assert_eq!(first["finishes"][0]["finishReason"], "stop", "{report:#}");
+            }
+            _ => {
+                assert_eq!(first_end, "abort", "{report:#}");
+                assert!(first["finishes"][0]["finishReason"].is_null(), "{report:#}");
+            }
+        }
+        if policy != "reject" {
+            assert_eq!(second["status"], "ready", "{policy}: {report:#}");
+            assert_eq!(
+                second["finishes"][0]["finishReason"], "stop",
+                "{policy}: {report:#}"
+            );
+            let reply = answer(second);
+            assert!(!parts(reply, "text").is_empty(), "{policy}: {report:#}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_double_texts() {
+    double_texts(ai6().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_double_texts() {
+    double_texts(ai7().await).await;
 }
