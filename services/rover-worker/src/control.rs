@@ -143,3 +143,30 @@ impl Drop for Running {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rover_contracts::ids::TurnId;
+
+    use super::Control;
+
+    #[test]
+    fn a_stop_reaches_the_turn_it_names_while_it_runs_here() {
+        let control = Arc::new(Control::default());
+        let (turn, other) = (TurnId::new(), TurnId::new());
+        let (stop, running) = control.running(turn);
+        let (other_stop, _other_running) = control.running(other);
+        control.receive("stop.not-a-turn");
+        control.receive(&format!("ended.{turn}"));
+        assert!(!stop.is_requested() && !other_stop.is_requested());
+        control.receive(&format!("stop.{turn}"));
+        assert!(stop.is_requested());
+        assert!(!other_stop.is_requested(), "only the turn named");
+        // Once the turn has ended here, a late stop finds nothing to stop.
+        drop(running);
+        assert!(!control.running.lock().unwrap().contains_key(&turn));
+        control.receive(&format!("stop.{turn}"));
+    }
+}
