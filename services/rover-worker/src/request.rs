@@ -120,29 +120,36 @@ pub(crate) async fn run_request(
         }
     };
     // Each recorded part also asks whether the turn was asked to stop: a stop whose word was lost
-    // still stops the turn at its next step.
+    // still stops the turn at its next step. A part is recorded after what it records happened
+    // (a write committed by the tool server), so a failed record is tried again for a few seconds
+    // — a Postgres restart or failover — before the turn gives up (recording is idempotent: the
+    // first record wins).
     let recorder = {
         let (pool, thread, turn) = (shared.pool.clone(), request.thread_id, request.turn_id);
         let stop = stop.clone();
         move |part: StepPart| {
             let (pool, stop) = (pool.clone(), stop.clone());
+            let part = rover_domain::conversation::StepPart {
+                agent: part.agent,
+                step: part.step,
+                part: part.part,
+                record: part.record,
+            };
             async move {
-                let mut tx = rover_domain::begin_tenant(&pool, school)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let part = rover_domain::conversation::StepPart {
-                    agent: part.agent,
-                    step: part.step,
-                    part: part.part,
-                    record: part.record,
+                let mut pause = RECORD_FIRST_PAUSE;
+                let mut attempt = 1;
+                let stopped = loop {
+                    match record_part(&pool, school, thread, turn, &part).await {
+                        Ok(stopped) => break stopped,
+                        Err(error) if attempt < RECORD_ATTEMPTS => {
+                            tracing::warn!(%error, attempt, "could not record the turn's progress; trying again");
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(RECORD_MAX_PAUSE);
+                            attempt += 1;
+                        }
+                        Err(error) => return Err(error.to_string()),
+                    }
                 };
-                rover_domain::conversation::record_step(&mut tx, thread, turn, &part)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let stopped = rover_domain::conversation::stop_requested(&mut tx, turn)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                tx.commit().await.map_err(|e| e.to_string())?;
                 if stopped {
                     stop.request();
                 }
@@ -212,6 +219,27 @@ pub(crate) async fn run_request(
     .map_err(internal("append"))?;
     tx.commit().await.map_err(internal("commit"))?;
     Ok(result.finish)
+}
+
+/// Attempts at recording a part of a turn, and the pauses between them (doubling, capped): about
+/// 4.5 s in all, longer than a local Postgres restart.
+const RECORD_ATTEMPTS: u32 = 8;
+const RECORD_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+const RECORD_MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Records `part` of `turn` and reads whether the turn was asked to stop, in one transaction.
+async fn record_part(
+    pool: &sqlx::PgPool,
+    school: rover_contracts::ids::SchoolId,
+    thread: rover_contracts::ids::ThreadId,
+    turn: rover_contracts::ids::TurnId,
+    part: &rover_domain::conversation::StepPart,
+) -> Result<bool, rover_domain::DomainError> {
+    let mut tx = rover_domain::begin_tenant(pool, school).await?;
+    rover_domain::conversation::record_step(&mut tx, thread, turn, part).await?;
+    let stopped = rover_domain::conversation::stop_requested(&mut tx, turn).await?;
+    tx.commit().await?;
+    Ok(stopped)
 }
 
 /// The part of the thread's history this turn sends, under the context budget
