@@ -235,13 +235,7 @@ async fn a_disconnected_client_resumes_the_whole_turn_on_another_gateway() {
     let other = stack.another_gateway();
     let chat = "chat-resume";
     // Nothing to resume yet.
-    let nothing = stack
-        .http
-        .get(format!("http://{other}/api/chat/{chat}/stream"))
-        .bearer_auth(stack.token(ADMIN))
-        .send()
-        .await
-        .unwrap();
+    let nothing = stack.resume(other, ADMIN, chat).await;
     assert_eq!(nothing.status(), 204);
 
     // Start the turn on the first gateway and hang up after the first bytes.
@@ -256,16 +250,7 @@ async fn a_disconnected_client_resumes_the_whole_turn_on_another_gateway() {
     drop(bytes);
 
     // The turn goes on without the client; the other replica replays it from its start.
-    let resumed = read_stream(
-        stack
-            .http
-            .get(format!("http://{other}/api/chat/{chat}/stream"))
-            .bearer_auth(stack.token(ADMIN))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let resumed = read_stream(stack.resume(other, ADMIN, chat).await).await;
     assert_eq!(resumed.status, 200);
     assert_eq!(resumed.chunks[0]["type"], "start");
     assert_eq!(resumed.tools(), ["list_departments", "rename_department"]);

@@ -377,6 +377,22 @@ impl Stack {
             .unwrap()
     }
 
+    /// `GET /api/chat/{chat}/stream` on `gateway` as `email`: resumes the chat's current (or last)
+    /// turn.
+    pub(crate) async fn resume(
+        &self,
+        gateway: SocketAddr,
+        email: &str,
+        chat: &str,
+    ) -> reqwest::Response {
+        self.http
+            .get(format!("http://{gateway}/api/chat/{chat}/stream"))
+            .bearer_auth(self.token(email))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Sends `text` as `email` in chat `chat` on the first gateway and reads the whole stream.
     pub(crate) async fn say(&self, email: &str, chat: &str, text: &str) -> Turn {
         let messages = serde_json::json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": text }] }]);

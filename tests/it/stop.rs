@@ -125,16 +125,7 @@ async fn stop_from_another_replica_cuts_the_reply_and_keeps_what_was_said() {
     assert_eq!(kept[1]["content"], said.as_str());
 
     // A resume (on either replica) replays the stopped turn as it streamed, `abort` and all.
-    let replayed = read_stream(
-        stack
-            .http
-            .get(format!("http://{other}/api/chat/{chat}/stream"))
-            .bearer_auth(stack.token(ADMIN))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let replayed = read_stream(stack.resume(other, ADMIN, chat).await).await;
     assert_aborted(&replayed);
     assert_eq!(replayed.text(), said);
 
