@@ -9,12 +9,28 @@ use crate::checker::sciences;
 use crate::stack::{Service, Stack, Turn, read_stream};
 
 /// Every write needs approval in `school` (the demo seed lets them run without).
-async fn require_approvals(stack: &Stack, school: uuid::Uuid) {
+pub(crate) async fn require_approvals(stack: &Stack, school: uuid::Uuid) {
     sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
         .bind(school)
         .execute(&stack.owner)
         .await
         .unwrap();
+}
+
+/// The staff member who asks for the write in these tests.
+const EMAIL: &str = "admin@hill.school";
+
+/// A stack where every write in Kampala Hill School needs approval, and a turn of `chat` paused on
+/// creating the Sciences department: the stack, the paused turn, its approval request and the
+/// call's input.
+async fn paused_write(chat: &str) -> (Stack, Turn, Value, Value) {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let paused = stack
+        .say(EMAIL, chat, "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    (stack, paused, request, input)
 }
 
 /// The answer `addToolApprovalResponse` makes: the tool part, approval-responded.
@@ -50,12 +66,8 @@ fn requested(turn: &Turn) -> (Value, Value) {
 
 #[tokio::test]
 async fn an_approved_write_runs_once_and_a_replayed_approval_does_nothing() {
-    let stack = Stack::start().await;
-    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
-    let email = "admin@hill.school";
-    let paused = stack
-        .say(email, "chat-approve", "Create a department called Sciences")
-        .await;
+    let (stack, paused, request, input) = paused_write("chat-approve").await;
+    let email = EMAIL;
     assert_eq!(
         paused.finish_reason(),
         Some("tool-calls"),
@@ -63,7 +75,6 @@ async fn an_approved_write_runs_once_and_a_replayed_approval_does_nothing() {
         paused.chunks
     );
     assert!(paused.done);
-    let (request, input) = requested(&paused);
     assert_eq!(input["name"], "Sciences");
     assert!(paused.of_type("tool-output-available").is_empty());
     assert_eq!(
@@ -107,13 +118,8 @@ async fn an_approved_write_runs_once_and_a_replayed_approval_does_nothing() {
 
 #[tokio::test]
 async fn a_declined_write_never_runs_and_the_model_is_told() {
-    let stack = Stack::start().await;
-    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
-    let email = "admin@hill.school";
-    let paused = stack
-        .say(email, "chat-deny", "Create a department called Sciences")
-        .await;
-    let (request, input) = requested(&paused);
+    let (stack, _, request, input) = paused_write("chat-deny").await;
+    let email = EMAIL;
     let body = answer(&request, "create_department", &input, false);
     let resumed = read_stream(post_answer(&stack, email, "chat-deny", body).await).await;
     assert_eq!(
@@ -131,13 +137,8 @@ async fn a_declined_write_never_runs_and_the_model_is_told() {
 
 #[tokio::test]
 async fn forged_altered_and_someone_elses_approvals_change_nothing() {
-    let stack = Stack::start().await;
-    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
-    let email = "admin@hill.school";
-    let paused = stack
-        .say(email, "chat-forged", "Create a department called Sciences")
-        .await;
-    let (request, input) = requested(&paused);
+    let (stack, _, request, input) = paused_write("chat-forged").await;
+    let email = EMAIL;
     let refused = |response: reqwest::Response| async move {
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap();
@@ -194,13 +195,8 @@ async fn forged_altered_and_someone_elses_approvals_change_nothing() {
 
 #[tokio::test]
 async fn a_new_message_expires_a_pending_approval() {
-    let stack = Stack::start().await;
-    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
-    let email = "admin@hill.school";
-    let paused = stack
-        .say(email, "chat-expire", "Create a department called Sciences")
-        .await;
-    let (request, input) = requested(&paused);
+    let (stack, _, request, input) = paused_write("chat-expire").await;
+    let email = EMAIL;
     let next = stack
         .say(email, "chat-expire", "List the departments")
         .await;

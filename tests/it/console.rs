@@ -9,7 +9,6 @@
 //! script's packages installed from `tests/browser/package-lock.json` on first use.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -22,19 +21,10 @@ const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/browser");
 const BUILD_TIMEOUT: Duration = Duration::from_secs(300);
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(240);
 
-/// Runs `command` to its end within `timeout`; panics with its output if it fails.
-async fn run(mut command: Command, what: &str, timeout: Duration) -> std::process::Output {
-    let child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: could not start ({e})"));
-    let output = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{what}: still running after {timeout:?}"))
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+/// Runs `command` to its end within `timeout` (the Node tests' runner); panics with its output if
+/// it fails.
+async fn run(command: Command, what: &str, timeout: Duration) -> std::process::Output {
+    let output = crate::node::run(command, what, timeout).await;
     assert!(
         output.status.success(),
         "{what} failed ({}):\n{}\n{}",

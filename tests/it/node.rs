@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::process::Command;
 
+use crate::approvals::require_approvals;
 use crate::stack::Stack;
 
 const NODE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node");
@@ -20,7 +21,8 @@ const NODE7_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node7");
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 const CHAT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Runs `command` to its end within `timeout`; panics with its output if it fails.
+/// Runs `command` to its end within `timeout` and returns its output, whatever its status; panics
+/// if it cannot start or outlives `timeout`.
 pub(crate) async fn run(
     mut command: Command,
     what: &str,
@@ -352,19 +354,10 @@ async fn approve(
     .await
 }
 
-/// Every write needs approval in Kampala Hill School (the demo seed lets them run without).
-async fn require_approvals(stack: &Stack) {
-    sqlx::query("DELETE FROM tool_approval_policy WHERE school_id = $1")
-        .bind(stack.db.ids.hill.as_uuid())
-        .execute(&stack.owner)
-        .await
-        .unwrap();
-}
-
 /// Approves a write with `client`: it runs once, in the same assistant message.
 async fn approves_a_write_and_it_runs_once(client: Client) {
     let stack = Stack::start().await;
-    require_approvals(&stack).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
     let report = approve(
         &stack,
         &client,
@@ -407,7 +400,7 @@ async fn approves_a_write_and_it_runs_once(client: Client) {
 /// Denies a subagent's write with `client`: output-denied, and the `task` still answers.
 async fn denies_a_subagents_write(client: Client) {
     let stack = Stack::start().await;
-    require_approvals(&stack).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
     let report = approve(
         &stack,
         &client,
