@@ -224,6 +224,39 @@ async fn a_stop_no_worker_hears_still_stops_the_turn() {
     assert_eq!(kept.len(), 1, "only the staff member's message: {kept:#?}");
 }
 
+#[tokio::test]
+async fn a_stop_whose_word_is_lost_is_seen_at_the_next_step() {
+    let stack = Stack::start().await;
+    // The write waits on this lock while the stop is recorded in Postgres alone — as if the
+    // word on the control exchange had been lost.
+    let mut lock = stack.owner.begin().await.unwrap();
+    sqlx::query("LOCK TABLE departments IN SHARE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let (turn, ()) = say_and(
+        &stack,
+        ADMIN,
+        "chat-stop-unheard",
+        "Create a department called Sciences",
+        "tool-input-available",
+        || async {
+            sqlx::query("UPDATE open_turns SET stop_requested_at = now()")
+                .execute(&stack.owner)
+                .await
+                .unwrap();
+            lock.commit().await.unwrap();
+        },
+    )
+    .await;
+    // The step that was running finished and was recorded; the record saw the stop, so the
+    // model was not called again.
+    assert_aborted(&turn);
+    assert_eq!(turn.of_type("tool-output-available").len(), 1);
+    assert!(turn.text().is_empty(), "{:#?}", turn.chunks);
+    assert_eq!(sciences(&stack).await, 1);
+}
+
 /// Returns once a stop is recorded in `open_turns` (Postgres has no event to await for it; the
 /// suite's deadline bounds the wait).
 async fn until_a_stop_is_recorded(stack: &Stack) {
@@ -252,18 +285,26 @@ async fn double_text(stack: &Stack, chat: &str) -> (Turn, Turn) {
     (first, second)
 }
 
-/// The thread's history, as (role, content) pairs.
-async fn thread(stack: &Stack, first: &Turn, second: &Turn) -> Vec<(String, String)> {
+/// The second message ran on the history the first turn left: the first message, the reply the
+/// client saw (whole or cut), then the second message.
+async fn assert_ran_after(stack: &Stack, first: &Turn, second: &Turn) {
     let mut kept = history(stack, first).await;
     kept.extend(history(stack, second).await);
-    kept.iter()
+    let kept: Vec<(String, String)> = kept
+        .iter()
         .map(|m| {
             (
                 m["role"].as_str().unwrap_or_default().to_owned(),
                 m["content"].as_str().unwrap_or_default().to_owned(),
             )
         })
-        .collect()
+        .collect();
+    assert_eq!(kept[0], ("user".to_owned(), LONG.to_owned()));
+    assert_eq!(kept[1], ("assistant".to_owned(), first.text()));
+    assert_eq!(
+        kept[2],
+        ("user".to_owned(), "What's the date today?".to_owned())
+    );
 }
 
 #[tokio::test]
@@ -275,13 +316,7 @@ async fn an_enqueued_message_runs_after_the_reply_it_waited_for() {
     assert_eq!(second.finish_reason(), Some("stop"), "{:#?}", second.chunks);
     assert_eq!(second.tools(), ["get_current_date"]);
     // The second turn ran on the history the first left, whole.
-    let kept = thread(&stack, &first, &second).await;
-    assert_eq!(kept[0], ("user".to_owned(), LONG.to_owned()));
-    assert_eq!(kept[1], ("assistant".to_owned(), first.text()));
-    assert_eq!(
-        kept[2],
-        ("user".to_owned(), "What's the date today?".to_owned())
-    );
+    assert_ran_after(&stack, &first, &second).await;
 }
 
 #[tokio::test]
@@ -292,11 +327,5 @@ async fn an_interrupting_message_stops_the_reply_then_runs() {
     let full = stack.say(ADMIN, "chat-whole", LONG).await.text();
     assert!(first.text().len() < full.len(), "{:?}", first.text());
     assert_eq!(second.finish_reason(), Some("stop"), "{:#?}", second.chunks);
-    let kept = thread(&stack, &first, &second).await;
-    assert_eq!(kept[0], ("user".to_owned(), LONG.to_owned()));
-    assert_eq!(kept[1], ("assistant".to_owned(), first.text()));
-    assert_eq!(
-        kept[2],
-        ("user".to_owned(), "What's the date today?".to_owned())
-    );
+    assert_ran_after(&stack, &first, &second).await;
 }
