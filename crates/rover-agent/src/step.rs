@@ -158,7 +158,7 @@ pub(crate) async fn stream_step(
 
 /// A model call's answer as far as it has streamed.
 #[derive(Debug, Default)]
-pub(crate) struct Partial {
+struct Partial {
     text: String,
     calls: BTreeMap<u32, Call>,
     finish_reason: Option<String>,
@@ -188,7 +188,7 @@ impl Partial {
 }
 
 /// Reads one model call's stream to its end into `partial` (text closes in the caller).
-pub(crate) async fn read_step(
+async fn read_step(
     stream: &mut crate::model::ChunkStream,
     step: &str,
     emit: &impl Fn(TurnEventKind),
