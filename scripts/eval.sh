@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make eval`: a real llama.cpp server with the packaged model (scripts/llama.sh builds and fetches
-# both, cached under target/llama/), started on a free port, then rover-eval against it. Arguments
+# both, cached outside the clone), started on a free port, then rover-eval against it. Arguments
 # go to rover-eval (e.g. --subset ci, --only list-departments). The server stops when this exits.
 #
 #   EVAL_MODEL_FILE=path.gguf  use another GGUF (the packaged one otherwise)
@@ -17,9 +17,6 @@ fi
 source scripts/llama.sh
 SERVER=$(server)
 MODEL=${EVAL_MODEL_FILE:-$(model)}
-# The packaged model gets a ChatML template with tools (scripts/llama.sh); another GGUF its own.
-TEMPLATE_ARGS=()
-if [ -z "${EVAL_MODEL_FILE:-}" ]; then TEMPLATE_ARGS=(--chat-template-file "$(template)"); fi
 [ -f "$MODEL" ] || { echo "eval: no model file at $MODEL" >&2; exit 1; }
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p target/eval
@@ -28,7 +25,7 @@ echo "eval: starting llama-server on 127.0.0.1:$PORT with $(basename "$MODEL") (
 # --jinja: the model's own chat template, with llama.cpp's tool-call parsing; --temp 0 and a fixed
 # seed: the same answers on every run; -c: room for Rover's system prompt and tool schemas; -n: at
 # most 256 tokens per answer (Rover sends no max_tokens; a small model can ramble to the context's end).
-"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" --jinja "${TEMPLATE_ARGS[@]}" -c 8192 -np 1 -t "$(nproc)" \
+"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" --jinja -c 8192 -np 1 -t "$(nproc)" \
   -n 256 --temp 0 --seed 42 --alias "$(basename "$MODEL" .gguf)" > "$LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true' EXIT

@@ -80,6 +80,41 @@ impl Agent {
     pub fn delegate(&self, subagent: Subagent) -> Option<&Agent> {
         self.subagents.iter().find(|a| a.subagent == Some(subagent))
     }
+
+    /// The tool a call names, its arguments checked against the very schema the model was shown.
+    /// Every call passes here before it may run or wait for approval, whether the model made it
+    /// natively or wrote it as text; `Err` is the result the model reads instead, saying what it
+    /// may call.
+    pub(crate) fn check_call(&self, name: &str, args: &Value) -> Result<&AgentTool, String> {
+        let tool = self.tool(name).ok_or_else(|| self.unknown_tool(name))?;
+        validate_arguments(tool, args)?;
+        Ok(tool)
+    }
+
+    /// What the model reads when it calls a tool it does not have: the tools it has, and where
+    /// the one it wanted is (a specialist's, or not this staff member's at all).
+    fn unknown_tool(&self, name: &str) -> String {
+        let name: String = name.chars().take(64).collect();
+        let mine: Vec<&str> = self.tools.iter().map(|t| t.contract.name).collect();
+        let hint = if let Some(owner) = self.subagents.iter().find(|a| a.tool(&name).is_some()) {
+            format!(
+                " {name} is the {owner} specialist's tool: call task with subagent \"{owner}\" and a \
+                 description of the work, with every detail they need.",
+                owner = owner.name()
+            )
+        } else if rover_contracts::tools::by_name(&name).is_some() {
+            format!(
+                " {name} is not available to this staff member: tell them plainly that you cannot \
+                 do that for them."
+            )
+        } else {
+            " If none of them fits, answer in plain sentences.".to_owned()
+        };
+        format!(
+            "There is no tool named {name} for you; nothing was run. Your tools: {}.{hint}",
+            mine.join(", ")
+        )
+    }
 }
 
 /// Whether the thread has a sandbox mounted (the file tools exist only then).

@@ -20,6 +20,7 @@ pub mod sandbox;
 pub mod skills;
 mod step;
 pub mod stop;
+mod textcalls;
 
 pub use agent::{Agent, Mounts};
 pub use build::build_agent;

@@ -29,6 +29,8 @@ pub struct ModelEndpoint {
     pub api_key: String,
     /// Model name sent with each request.
     pub model: String,
+    /// Recover tool calls this endpoint writes as text (`model.text_tool_calls = auto`).
+    pub text_tool_calls: bool,
 }
 
 /// Where the model is and how patient to be with it.
@@ -40,6 +42,8 @@ pub struct ModelOptions {
     pub api_key: String,
     /// Model name sent with each request.
     pub model: String,
+    /// Recover tool calls the primary endpoint writes as text (`model.text_tool_calls = auto`).
+    pub text_tool_calls: bool,
     /// Endpoints tried, in order, when the one before failed before its first chunk.
     pub fallbacks: Vec<ModelEndpoint>,
     /// Deadline for the response to start, and for each gap between chunks.
@@ -110,12 +114,15 @@ pub struct ModelStream {
     pub chunks: ChunkStream,
     /// The model name of the endpoint that answered.
     pub model: String,
+    /// Whether tool calls that endpoint writes as text are recovered.
+    pub text_tool_calls: bool,
 }
 
 impl std::fmt::Debug for ModelStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelStream")
             .field("model", &self.model)
+            .field("text_tool_calls", &self.text_tool_calls)
             .finish_non_exhaustive()
     }
 }
@@ -136,6 +143,7 @@ impl ModelClient {
             base_url: options.base_url,
             api_key: options.api_key,
             model: options.model,
+            text_tool_calls: options.text_tool_calls,
         };
         // async-openai's default executor retries 429 and 5xx on its own, unseen and unbounded
         // by our settings; a plain service leaves every attempt (and its span) to `stream`.
@@ -202,6 +210,7 @@ impl ModelClient {
                         return Ok(ModelStream {
                             chunks,
                             model: endpoint.model.clone(),
+                            text_tool_calls: endpoint.text_tool_calls,
                         });
                     }
                     Err(error) => {

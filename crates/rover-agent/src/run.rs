@@ -91,8 +91,12 @@ async fn settle(
             prior: false,
         });
     }
-    let gated = match (&input, deps.approvals, agent.tool(&call.name)) {
-        (Ok(args), Some(gate), Some(tool))
+    let checked = input
+        .as_ref()
+        .ok()
+        .map(|args| agent.check_call(&call.name, args));
+    let gated = match (&input, deps.approvals, checked) {
+        (Ok(args), Some(gate), Some(Ok(tool)))
             if tool.contract.effect == Effect::Write
                 && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
         {
@@ -208,6 +212,9 @@ async fn run_loop(
         .subagent
         .map_or(String::new(), |s| format!("{key}/{}-", s.name()));
     let mut added = Vec::new();
+    // Steps in a row whose every call was refused by `Agent::check_call` (no such tool, or
+    // arguments its schema refuses): the model reads the error and may correct itself once.
+    let mut refused_steps = 0;
     for step in 0..deps.step_limit {
         // A step an earlier turn of a paused chain recorded was sent to the client then: it is
         // replayed without events, and not stored again.
@@ -234,6 +241,7 @@ async fn run_loop(
             gen_ai.usage.output_tokens = tracing::field::Empty,
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.output.text = tracing::field::Empty,
+            rover.model.text_tool_calls = tracing::field::Empty,
         );
         let step_name = format!("{prefix}{step}");
         let (text, calls) = match recorded {
@@ -281,6 +289,12 @@ async fn run_loop(
             .iter()
             .map(|c| parse_arguments(&c.arguments))
             .collect();
+        let refused = calls.iter().zip(&inputs).all(|(call, input)| {
+            input
+                .as_ref()
+                .map_or(true, |args| agent.check_call(&call.name, args).is_err())
+        });
+        refused_steps = if refused { refused_steps + 1 } else { 0 };
         for (call, input) in calls.iter().zip(&inputs) {
             let input = input
                 .clone()
@@ -377,6 +391,16 @@ async fn run_loop(
         if live {
             emit(TurnEventKind::FinishStep);
         }
+        if refused_steps >= 2 {
+            // Corrected once and still no call that can run: say so rather than loop.
+            return Ok(say(
+                &emit,
+                &mut added,
+                &format!("{prefix}refused"),
+                CANNOT_CALL,
+                FinishReason::Stop,
+            ));
+        }
         if paused {
             // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
             return Ok(Outcome {
@@ -392,24 +416,44 @@ async fn run_loop(
         }
     }
     // Out of steps: end with a clear sentence, not silence.
-    let id = format!("{prefix}limit");
     let notice = format!(
         "I stopped because this needed more than {} steps. Please narrow the request or ask again.",
         deps.step_limit
     );
-    emit(TurnEventKind::TextStart { id: id.clone() });
+    Ok(say(
+        &emit,
+        &mut added,
+        &format!("{prefix}limit"),
+        &notice,
+        FinishReason::Length,
+    ))
+}
+
+/// What the loop says when the model twice made only calls that cannot run.
+const CANNOT_CALL: &str = "I could not do that: I did not manage to make a valid request with \
+     the tools I have. Please rephrase it, or say exactly what you need.";
+
+/// Ends a loop with a sentence of Rover's own (not the model's), shown as text and kept.
+fn say(
+    emit: &impl Fn(TurnEventKind),
+    added: &mut Vec<Value>,
+    id: &str,
+    text: &str,
+    finish: FinishReason,
+) -> Outcome {
+    emit(TurnEventKind::TextStart { id: id.to_owned() });
     emit(TurnEventKind::TextDelta {
-        id: id.clone(),
-        delta: notice.clone(),
+        id: id.to_owned(),
+        delta: text.to_owned(),
     });
-    emit(TurnEventKind::TextEnd { id });
-    added.push(json!({ "role": "assistant", "content": notice }));
-    Ok(Outcome {
-        messages: added,
-        text: notice,
-        finish: FinishReason::Length,
+    emit(TurnEventKind::TextEnd { id: id.to_owned() });
+    added.push(json!({ "role": "assistant", "content": text }));
+    Outcome {
+        messages: std::mem::take(added),
+        text: text.to_owned(),
+        finish,
         paused: false,
-    })
+    }
 }
 
 /// How a stopped loop ends: with what it added, and the text it had said.
@@ -479,26 +523,33 @@ async fn run_tool<'c>(
     input: Result<Value, String>,
     deps: TurnDeps<'_>,
 ) -> (&'c str, &'static str, Option<AgentToolResult<Value>>) {
-    let Some(tool) = agent.tool(&call.name) else {
-        return (
-            "unknown",
-            "invalid",
-            Some(AgentToolResult::error(format!(
-                "There is no tool named {} here.",
-                call.name.chars().take(64).collect::<String>()
-            ))),
-        );
-    };
     let args = match input {
         Ok(args) => args,
-        Err(error) => return (&call.name, "invalid", Some(AgentToolResult::error(error))),
+        Err(error) => {
+            return (
+                event_of(agent, &call.name),
+                "invalid",
+                Some(AgentToolResult::error(error)),
+            );
+        }
+    };
+    let tool = match agent.check_call(&call.name, &args) {
+        Ok(tool) => tool,
+        Err(error) => {
+            return (
+                event_of(agent, &call.name),
+                "invalid",
+                Some(AgentToolResult::error(error)),
+            );
+        }
     };
     if call.name == ASK_USER {
-        // Only reached when the question was not asked alone (or its arguments are invalid).
-        let error = crate::agent::validate_arguments(tool, &args)
-            .err()
-            .unwrap_or_else(|| ASK_ALONE.to_owned());
-        return (&call.name, "invalid", Some(AgentToolResult::error(error)));
+        // Only reached when the question was not asked alone.
+        return (
+            &call.name,
+            "invalid",
+            Some(AgentToolResult::error(ASK_ALONE)),
+        );
     }
     match tool.contract.kind {
         ToolKind::Rpc { event, .. } => {
@@ -506,9 +557,6 @@ async fn run_tool<'c>(
             (event, outcome, Some(result))
         }
         ToolKind::Local { .. } => {
-            if let Err(error) = crate::agent::validate_arguments(tool, &args) {
-                return (&call.name, "invalid", Some(AgentToolResult::error(error)));
-            }
             let result = if call.name == "task" {
                 delegate(agent, &call.id, args, deps).await
             } else {
@@ -521,6 +569,17 @@ async fn run_tool<'c>(
             };
             (&call.name, outcome, result)
         }
+    }
+}
+
+/// The label a call is counted under: the tool's event (its name for local tools), or `unknown`.
+fn event_of<'c>(agent: &Agent, name: &'c str) -> &'c str {
+    match agent.tool(name).map(|t| t.contract) {
+        Some(contract) => match contract.kind {
+            ToolKind::Rpc { event, .. } => event,
+            ToolKind::Local { .. } => contract.name,
+        },
+        None => "unknown",
     }
 }
 

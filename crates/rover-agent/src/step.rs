@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::deps::TurnDeps;
 use crate::local;
 use crate::model::ModelError;
+use crate::textcalls::{self, Holdback};
 
 /// A tool call the model made, as assembled from the stream.
 #[derive(Debug, Default, Clone)]
@@ -99,11 +100,18 @@ pub(crate) async fn stream_step(
             let mut stream = deps.model.stream(conversation, tools).await?;
             tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
             model = stream.model;
+            partial.holdback = Holdback::new(stream.text_tool_calls);
             read_step(&mut stream.chunks, step, emit, &mut usage, &mut partial).await
         } => read.map(|()| false),
     };
     let text_id = format!("{step}-text");
     let streamed = streamed.and_then(|cut| {
+        if cut {
+            // Text kept back as a possible call is never shown, and never runs.
+            partial.holdback.take();
+        } else {
+            partial.release(step, emit);
+        }
         if !partial.text.is_empty() {
             emit(TurnEventKind::TextEnd { id: text_id });
         }
@@ -114,8 +122,8 @@ pub(crate) async fn stream_step(
             );
             return Ok(Answer {
                 text: std::mem::take(&mut partial.text),
-                calls: Vec::new(),
                 cut: true,
+                ..Answer::default()
             });
         }
         partial.finish()
@@ -156,15 +164,76 @@ pub(crate) async fn stream_step(
     streamed
 }
 
-/// A model call's answer as far as it has streamed.
-#[derive(Debug, Default)]
+/// A model call's answer as far as it has streamed: the text shown, the text kept back as a
+/// possible call, the native calls.
+#[derive(Debug)]
 struct Partial {
     text: String,
+    holdback: Holdback,
     calls: BTreeMap<u32, Call>,
     finish_reason: Option<String>,
 }
 
+impl Default for Partial {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            holdback: Holdback::new(false),
+            calls: BTreeMap::new(),
+            finish_reason: None,
+        }
+    }
+}
+
 impl Partial {
+    /// Once the stream has ended: the text kept back is the step's calls when it is wholly
+    /// calls and the model made none natively; otherwise it is text after all, and shown.
+    fn release(&mut self, step: &str, emit: &impl Fn(TurnEventKind)) {
+        let held = self.holdback.take();
+        if held.is_empty() {
+            return;
+        }
+        let recovered = if self.calls.is_empty() {
+            textcalls::parse(&held)
+        } else {
+            None
+        };
+        let Some(recovered) = recovered else {
+            if self.text.is_empty() {
+                emit(TurnEventKind::TextStart {
+                    id: format!("{step}-text"),
+                });
+            }
+            self.text.push_str(&held);
+            emit(TurnEventKind::TextDelta {
+                id: format!("{step}-text"),
+                delta: held,
+            });
+            return;
+        };
+        tracing::info!(
+            calls = recovered.len(),
+            "tool calls the model wrote as text were recovered"
+        );
+        tracing::Span::current().record("rover.model.text_tool_calls", recovered.len());
+        for (index, call) in (0u32..).zip(recovered) {
+            let id = format!("{step}-text{index}");
+            emit(TurnEventKind::ToolInputStart {
+                tool_call_id: id.clone(),
+                tool_name: call.name.clone(),
+                label: local::label(&call.name),
+            });
+            self.calls.insert(
+                index,
+                Call {
+                    id,
+                    name: call.name,
+                    arguments: call.arguments.to_string(),
+                },
+            );
+        }
+    }
+
     /// The complete answer, once the stream has ended.
     fn finish(&mut self) -> Result<Answer, ModelError> {
         if let Some(reason) = &self.finish_reason {
@@ -198,8 +267,10 @@ async fn read_step(
     let text_id = format!("{step}-text");
     let Partial {
         text,
+        holdback,
         calls,
         finish_reason,
+        ..
     } = partial;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
@@ -209,7 +280,12 @@ async fn read_step(
             tracing::Span::current().record("gen_ai.usage.output_tokens", usage.completion_tokens);
         }
         for choice in chunk.choices {
-            if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
+            let shown = choice
+                .delta
+                .content
+                .filter(|d| !d.is_empty())
+                .and_then(|d| holdback.push(&d));
+            if let Some(delta) = shown {
                 if text.is_empty() {
                     emit(TurnEventKind::TextStart {
                         id: text_id.clone(),

@@ -34,6 +34,7 @@ fn endpoint(url: &str, model: &str) -> ModelEndpoint {
         base_url: url.to_owned(),
         api_key: "scripted".to_owned(),
         model: model.to_owned(),
+        text_tool_calls: true,
     }
 }
 
@@ -42,6 +43,7 @@ fn client(primary: &str, fallbacks: &[&str], attempts: u32, timeout: Duration) -
         base_url: primary.to_owned(),
         api_key: "scripted".to_owned(),
         model: "primary".to_owned(),
+        text_tool_calls: true,
         fallbacks: fallbacks
             .iter()
             .enumerate()

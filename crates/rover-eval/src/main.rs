@@ -35,6 +35,10 @@ struct Cli {
     /// The scripted model's rules file (default: its own rules.toml).
     #[arg(long, requires = "scripted")]
     rules: Option<PathBuf>,
+    /// The scripted model writes its tool calls as text, the way local models do (fenced, bare,
+    /// tagged or list), so the worker's recovery of text tool calls is what gets scored.
+    #[arg(long, requires = "scripted", value_name = "STYLE")]
+    scripted_tool_calls: Option<String>,
     /// The cases file.
     #[arg(long, default_value_os_t = cases::default_file())]
     cases: PathBuf,
@@ -88,7 +92,10 @@ async fn main() -> anyhow::Result<()> {
             base_url,
             name: cli.model_name,
         },
-        None => ModelChoice::Scripted { rules: cli.rules },
+        None => ModelChoice::Scripted {
+            rules: cli.rules,
+            tool_calls: cli.scripted_tool_calls,
+        },
     };
     let log_dir = cli.out.join("logs");
     std::fs::create_dir_all(&log_dir)?;

@@ -39,8 +39,12 @@ pub struct Totals {
     pub tool: usize,
     pub args: usize,
     pub writes: usize,
+    pub answer: usize,
     pub done: usize,
     pub passed: usize,
+    /// Turn time percentiles over the cases, in seconds.
+    pub p50_secs: f64,
+    pub p90_secs: f64,
 }
 
 impl Totals {
@@ -51,10 +55,27 @@ impl Totals {
             tool: count(&|r| r.score.tool),
             args: count(&|r| r.score.args),
             writes: count(&|r| r.score.writes),
+            answer: count(&|r| r.score.answer),
             done: count(&|r| r.score.done),
             passed: count(&|r| r.passed),
+            p50_secs: percentile(results, 0.5),
+            p90_secs: percentile(results, 0.9),
         }
     }
+}
+
+/// The nearest-rank percentile `q` of the cases' turn times, in seconds.
+fn percentile(results: &[CaseResult], q: f64) -> f64 {
+    let mut secs: Vec<f64> = results
+        .iter()
+        .map(|r| r.observed.millis as f64 / 1000.0)
+        .collect();
+    if secs.is_empty() {
+        return 0.0;
+    }
+    secs.sort_by(f64::total_cmp);
+    let rank = (q * secs.len() as f64).ceil() as usize;
+    secs[rank.clamp(1, secs.len()) - 1]
 }
 
 fn mark(ok: bool) -> &'static str {
@@ -65,7 +86,7 @@ impl Report {
     /// The Markdown table (one row per case, then the totals), with each failure's notes below.
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| case | kind | user | tools called | tool | args | writes | done | s |\n|---|---|---|---|---|---|---|---|--:|\n",
+            "| case | kind | user | tools called | tool | args | writes | answer | done | first s | prompt tok | s |\n|---|---|---|---|---|---|---|---|---|--:|--:|--:|\n",
         );
         for r in &self.results {
             let calls: Vec<String> = r
@@ -82,7 +103,7 @@ impl Report {
                 })
                 .collect();
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
                 r.case.id,
                 r.case.kind.as_str(),
                 r.case.user,
@@ -94,14 +115,34 @@ impl Report {
                 mark(r.score.tool),
                 mark(r.score.args),
                 mark(r.score.writes),
+                mark(r.score.answer),
                 mark(r.score.done),
+                r.observed
+                    .first_output_millis
+                    .map_or("–".to_owned(), |ms| format!("{:.1}", ms as f64 / 1000.0)),
+                r.observed
+                    .input_tokens
+                    .map_or("–".to_owned(), |t| t.to_string()),
                 r.observed.millis as f64 / 1000.0,
             ));
         }
         let t = &self.totals;
         out.push_str(&format!(
-            "| **total** | | | **{}/{} passed** | {}/{} | {}/{} | {}/{} | {}/{} | |\n",
-            t.passed, t.cases, t.tool, t.cases, t.args, t.cases, t.writes, t.cases, t.done, t.cases
+            "| **total** | | | **{}/{} passed** | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | | | p50 {:.1}, p90 {:.1} |\n",
+            t.passed,
+            t.cases,
+            t.tool,
+            t.cases,
+            t.args,
+            t.cases,
+            t.writes,
+            t.cases,
+            t.answer,
+            t.cases,
+            t.done,
+            t.cases,
+            t.p50_secs,
+            t.p90_secs
         ));
         for r in self.results.iter().filter(|r| !r.passed) {
             out.push_str(&format!("- {}: {}\n", r.case.id, r.score.notes.join("; ")));

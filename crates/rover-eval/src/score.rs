@@ -6,6 +6,8 @@
 //! - **writes**: the audit rows written during the turn are exactly the expected writes (an extra
 //!   row is an *unintended write*, a missing one a *missing write*); a write paused for approval
 //!   (`tool-approval-request`) is not run, so it counts as neither;
+//! - **answer**: what the staff member reads is prose: no raw tool call and no text that pretends
+//!   to be a tool's result (`<tool_call>`/`<tool_response>` tags, JSON objects or records);
 //! - **done**: the stream reached `finish` without an `error` chunk.
 
 use serde::Serialize;
@@ -44,6 +46,12 @@ pub struct Observed {
     pub finish: Option<String>,
     /// `error` chunks, or why the request or stream failed.
     pub errors: Vec<String>,
+    /// From the request to the first text or tool call the model produced.
+    pub first_output_millis: Option<u64>,
+    /// Prompt tokens of the turn's model calls, as the model server reported them.
+    pub input_tokens: Option<u64>,
+    /// Generated tokens of the turn's model calls.
+    pub output_tokens: Option<u64>,
     pub millis: u64,
 }
 
@@ -53,6 +61,7 @@ pub struct Score {
     pub tool: bool,
     pub args: bool,
     pub writes: bool,
+    pub answer: bool,
     pub done: bool,
     /// Why each failed check failed.
     pub notes: Vec<String>,
@@ -60,7 +69,7 @@ pub struct Score {
 
 impl Score {
     pub fn passed(&self) -> bool {
-        self.tool && self.args && self.writes && self.done
+        self.tool && self.args && self.writes && self.answer && self.done
     }
 }
 
@@ -103,6 +112,14 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
 
     let writes = check_writes(case, &observed.writes, &mut notes);
 
+    let answer = match check_answer(&observed.text) {
+        Ok(()) => true,
+        Err(why) => {
+            notes.push(why);
+            false
+        }
+    };
+
     let done = observed.finish.is_some() && observed.errors.is_empty();
     if observed.finish.is_none() {
         notes.push("no `finish`".to_owned());
@@ -114,9 +131,44 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
         tool,
         args,
         writes,
+        answer,
         done,
         notes,
     }
+}
+
+/// Tags small models use for calls and results; none belongs in an answer.
+const CALL_TAGS: [&str; 4] = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+];
+
+/// Whether `text` reads as an answer: no call or result tags, and no JSON object (bare or
+/// fenced) — a call the Hub would show raw, or a tool result the model made up (its ids and
+/// rows would be taken as fact).
+pub fn check_answer(text: &str) -> Result<(), String> {
+    if let Some(tag) = CALL_TAGS.iter().find(|t| text.contains(**t)) {
+        return Err(format!("the answer shows a {tag} tag"));
+    }
+    for (at, _) in text.match_indices(['{', '[']) {
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        let is_record = |v: &Value| v.as_object().is_some_and(|o| !o.is_empty());
+        match values.next() {
+            Some(Ok(value))
+                if is_record(&value)
+                    || value.as_array().is_some_and(|a| a.iter().any(is_record)) =>
+            {
+                let shown: String = value.to_string().chars().take(80).collect();
+                return Err(format!(
+                    "the answer shows JSON, a raw call or a made-up result: {shown}"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_writes(case: &Case, written: &[Write], notes: &mut Vec<String>) -> bool {
@@ -386,6 +438,27 @@ mod tests {
         o.finish = Some("stop".into());
         o.errors.push("model unavailable".into());
         assert!(!score(&c, &o, &Ids).done);
+    }
+
+    #[test]
+    fn an_answer_that_shows_a_call_or_pretends_to_be_a_result_fails() {
+        assert_eq!(
+            check_answer("There are 3 departments: Sciences, Arts [new] and {old} Music."),
+            Ok(())
+        );
+        for text in [
+            "```json\n{\"name\": \"list_departments\", \"arguments\": {}}\n```",
+            "Here they are: [{\"id\": \"1\", \"name\": \"Sciences\"}]",
+            "<tool_response>\nSciences\n</tool_response>",
+            "<tool_call>list_departments</tool_call>",
+        ] {
+            assert!(check_answer(text).is_err(), "{text}");
+        }
+        let c = case("");
+        let mut o = finished(vec![], vec![]);
+        o.text = "{\"data\": [], \"scopeContext\": \"across the whole school\"}".to_owned();
+        let s = score(&c, &o, &Ids);
+        assert!(!s.answer && !s.passed(), "{s:?}");
     }
 
     #[test]

@@ -20,8 +20,12 @@ use sqlx::postgres::PgPoolOptions;
 /// Which model the worker talks to.
 #[derive(Debug, Clone)]
 pub enum ModelChoice {
-    /// The scripted test double, started here (optionally with its own rules file).
-    Scripted { rules: Option<PathBuf> },
+    /// The scripted test double, started here (optionally with its own rules file, and writing
+    /// its tool calls as text in a `--tool-calls` style: fenced, bare, tagged, list).
+    Scripted {
+        rules: Option<PathBuf>,
+        tool_calls: Option<String>,
+    },
     /// Any OpenAI-compatible endpoint (base URL ending in `/v1`), and the model name to send.
     Url { base_url: String, name: String },
 }
@@ -145,10 +149,13 @@ impl Stack {
         let keys = TurnKeys::generate();
         let mut processes = Vec::new();
         let (model_url, model_name) = match model {
-            ModelChoice::Scripted { rules } => {
+            ModelChoice::Scripted { rules, tool_calls } => {
                 let mut args = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
                 if let Some(rules) = rules {
                     args.extend(["--rules".to_owned(), rules.display().to_string()]);
+                }
+                if let Some(style) = tool_calls {
+                    args.extend(["--tool-calls".to_owned(), style.clone()]);
                 }
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 let (p, line) = start(

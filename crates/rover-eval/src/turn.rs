@@ -31,7 +31,8 @@ pub async fn run(
             };
         }
     };
-    let mut observed = match tokio::time::timeout(timeout, stream(stack, http, case)).await {
+    let mut observed = match tokio::time::timeout(timeout, stream(stack, http, case, started)).await
+    {
         Ok(observed) => observed,
         Err(_) => Observed {
             errors: vec![format!("no `finish` within {} s", timeout.as_secs())],
@@ -46,7 +47,7 @@ pub async fn run(
     observed
 }
 
-async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case) -> Observed {
+async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Instant) -> Observed {
     let mut observed = Observed::default();
     let token = match token(&stack.db.ids, &case.user) {
         Ok(t) => t,
@@ -85,7 +86,15 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case) -> Observed 
     let mut bytes = response.bytes_stream();
     while let Some(next) = bytes.next().await {
         match next {
-            Ok(b) => reader.feed(&b, &mut observed),
+            Ok(b) => {
+                reader.feed(&b, &mut observed);
+                if observed.first_output_millis.is_none()
+                    && (!observed.text.is_empty() || !observed.calls.is_empty())
+                {
+                    observed.first_output_millis =
+                        Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+                }
+            }
             Err(e) => {
                 observed.errors.push(format!("reading the stream: {e}"));
                 break;
@@ -174,8 +183,23 @@ pub fn fold(chunk: &Value, observed: &mut Observed) {
                 .unwrap_or("an error chunk")
                 .to_owned(),
         ),
-        "finish" => observed.finish = Some(chunk["finishReason"].as_str().unwrap_or("").to_owned()),
+        "finish" => {
+            observed.finish = Some(chunk["finishReason"].as_str().unwrap_or("").to_owned());
+            usage(&chunk["messageMetadata"], observed);
+        }
+        "message-metadata" => usage(&chunk["messageMetadata"], observed),
         _ => {}
+    }
+}
+
+/// The turn's token usage, from message metadata (the last report wins: it is the turn's total).
+fn usage(metadata: &Value, observed: &mut Observed) {
+    let usage = &metadata["usage"];
+    if let Some(input) = usage["inputTokens"].as_u64() {
+        observed.input_tokens = Some(input);
+    }
+    if let Some(output) = usage["outputTokens"].as_u64() {
+        observed.output_tokens = Some(output);
     }
 }
 

@@ -11,8 +11,16 @@ use rover_eval::stack::ModelChoice;
 use rover_eval::{Options, run};
 
 async fn eval(cases: Vec<Case>) -> Report {
+    eval_with(cases, None).await
+}
+
+/// The cases against the scripted model, writing its calls as text in `style` when given.
+async fn eval_with(cases: Vec<Case>, style: Option<&str>) -> Report {
     run(Options {
-        model: ModelChoice::Scripted { rules: None },
+        model: ModelChoice::Scripted {
+            rules: None,
+            tool_calls: style.map(str::to_owned),
+        },
         cases,
         subset: None,
         turn_timeout: Duration::from_secs(60),
@@ -51,6 +59,35 @@ async fn the_ci_subset_passes_against_the_scripted_model() {
     );
     let n = report.totals.cases;
     assert!(table.contains(&format!("**{n}/{n} passed**")), "{table}");
+}
+
+/// A model that writes every call as text (each style local models use) does the same work: the
+/// worker recovers the calls, runs them, and the Hub never reads a raw call as answer text (the
+/// `answer` score), so every shipped case passes as it does with native calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_case_passes_when_the_model_writes_its_calls_as_text() {
+    let all = cases::load(&cases::default_file()).unwrap();
+    let n = all.len();
+    for (style, cases) in [
+        ("fenced", all.clone()),
+        ("bare", cases::select(all.clone(), Some("ci"), &[])),
+        ("tagged", cases::select(all.clone(), Some("ci"), &[])),
+        ("list", cases::select(all, Some("ci"), &[])),
+    ] {
+        let report = eval_with(cases, Some(style)).await;
+        let table = report.table();
+        assert_eq!(
+            report.totals.passed, report.totals.cases,
+            "{style}:\n{table}"
+        );
+        assert_eq!(
+            report.totals.answer, report.totals.cases,
+            "{style}:\n{table}"
+        );
+        if style == "fenced" {
+            assert_eq!(report.totals.cases, n);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -48,6 +48,28 @@ pub struct Config {
     pub chunk_delay: Duration,
     /// Answer the first chat requests with an HTTP error instead, for retry and fallback tests.
     pub fail_first: Option<FailFirst>,
+    /// How tool calls are written: natively (`tool_calls`), or as text the way many local
+    /// models write them.
+    pub tool_calls: CallStyle,
+}
+
+/// How the test double writes the tool calls its rules make (`--tool-calls`). Every style but
+/// `native` puts them in the message's `content`, as local models do, for the model adapter's
+/// recovery (`model.text_tool_calls`) to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CallStyle {
+    /// OpenAI's `tool_calls`, streamed in pieces.
+    #[default]
+    Native,
+    /// Each call a fenced ```json block of `{"name": …, "arguments": {…}}`.
+    Fenced,
+    /// Each call bare JSON on a line of its own.
+    Bare,
+    /// Each call in `<tool_call>…</tool_call>` tags (Hermes/Qwen).
+    Tagged,
+    /// One JSON list of every call.
+    List,
 }
 
 /// The first `count` chat completion requests are answered with HTTP `status` and an
@@ -69,6 +91,7 @@ impl Config {
             first_token_delay: Duration::ZERO,
             chunk_delay: Duration::ZERO,
             fail_first: None,
+            tool_calls: CallStyle::Native,
         }
     }
 }
@@ -118,6 +141,8 @@ pub struct ScriptedSettings {
     pub fail_first: u32,
     /// The HTTP status of those failures (`ROVER_SCRIPTED__FAIL_STATUS`, default 503).
     pub fail_status: u16,
+    /// How tool calls are written (`ROVER_SCRIPTED__TOOL_CALLS`: native, fenced, bare, tagged, list).
+    pub tool_calls: CallStyle,
 }
 
 impl Default for ScriptedSettings {
@@ -130,6 +155,7 @@ impl Default for ScriptedSettings {
             chunk_delay_ms: 0,
             fail_first: 0,
             fail_status: 503,
+            tool_calls: CallStyle::Native,
         }
     }
 }
@@ -161,6 +187,7 @@ impl ScriptedSettings {
                 count: self.fail_first,
                 status: self.fail_status,
             }),
+            tool_calls: self.tool_calls,
         })
     }
 }

@@ -43,6 +43,10 @@ struct Cli {
     /// The HTTP status of those errors (default 503). Env: ROVER_SCRIPTED__FAIL_STATUS.
     #[arg(long, value_name = "STATUS")]
     fail_status: Option<u16>,
+    /// How tool calls are written: native `tool_calls` (default), or as text the way local
+    /// models write them. Env: ROVER_SCRIPTED__TOOL_CALLS.
+    #[arg(long, value_enum, value_name = "STYLE")]
+    tool_calls: Option<rover_scripted_model::CallStyle>,
 }
 
 #[tokio::main]
@@ -58,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
     s.chunk_delay_ms = cli.chunk_delay_ms.unwrap_or(s.chunk_delay_ms);
     s.fail_first = cli.fail_first.unwrap_or(s.fail_first);
     s.fail_status = cli.fail_status.unwrap_or(s.fail_status);
+    s.tool_calls = cli.tool_calls.unwrap_or(s.tool_calls);
     if cli.service.print_config {
         #[allow(clippy::print_stdout)]
         {

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::CallStyle;
 use crate::engine::{Conversation, Reply, ToolCall};
 
 /// The parts of a request the test double reads; everything else is accepted and ignored.
@@ -340,6 +341,28 @@ impl Meta {
     }
 }
 
+/// The calls written as text in `style`, as local models write them; `None` for `native`.
+pub(crate) fn calls_as_text(calls: &[ToolCall], style: CallStyle) -> Option<String> {
+    let object = |call: &ToolCall| {
+        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
+        json!({ "name": call.name, "arguments": arguments })
+    };
+    let each = |wrap: &dyn Fn(String) -> String| {
+        calls
+            .iter()
+            .map(|call| wrap(object(call).to_string()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Some(match style {
+        CallStyle::Native => return None,
+        CallStyle::Fenced => each(&|json| format!("```json\n{json}\n```")),
+        CallStyle::Bare => each(&|json| json),
+        CallStyle::Tagged => each(&|json| format!("<tool_call>\n{json}\n</tool_call>")),
+        CallStyle::List => Value::Array(calls.iter().map(object).collect()).to_string(),
+    })
+}
+
 fn tool_call_json(call: &ToolCall) -> Value {
     json!({
         "id": call.id,
@@ -399,6 +422,41 @@ mod tests {
             "{\"name\":\"Sciences\"}"
         );
         assert!(argument_pieces("{\"name\":\"Sciences\"}").len() > 2);
+    }
+
+    #[test]
+    fn calls_are_written_as_text_in_each_style() {
+        let calls = [
+            ToolCall {
+                id: "a".to_owned(),
+                name: "list_departments".to_owned(),
+                arguments: "{}".to_owned(),
+            },
+            ToolCall {
+                id: "b".to_owned(),
+                name: "create_department".to_owned(),
+                arguments: "{\"name\":\"Sciences\"}".to_owned(),
+            },
+        ];
+        let one = r#"{"arguments":{},"name":"list_departments"}"#;
+        let two = r#"{"arguments":{"name":"Sciences"},"name":"create_department"}"#;
+        assert_eq!(calls_as_text(&calls, CallStyle::Native), None);
+        assert_eq!(
+            calls_as_text(&calls, CallStyle::Fenced).unwrap(),
+            format!("```json\n{one}\n```\n```json\n{two}\n```")
+        );
+        assert_eq!(
+            calls_as_text(&calls, CallStyle::Bare).unwrap(),
+            format!("{one}\n{two}")
+        );
+        assert_eq!(
+            calls_as_text(&calls, CallStyle::Tagged).unwrap(),
+            format!("<tool_call>\n{one}\n</tool_call>\n<tool_call>\n{two}\n</tool_call>")
+        );
+        assert_eq!(
+            calls_as_text(&calls, CallStyle::List).unwrap(),
+            format!("[{one},{two}]")
+        );
     }
 
     #[test]

@@ -176,7 +176,12 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
         return response;
     }
     let conversation = request.conversation();
-    let decision = engine::decide(&config.rules, &conversation);
+    let mut decision = engine::decide(&config.rules, &conversation);
+    if let Reply::Calls(calls) = &decision.reply
+        && let Some(text) = crate::openai::calls_as_text(calls, config.tool_calls)
+    {
+        decision.reply = Reply::Say(text);
+    }
     let stream = request.stream.unwrap_or(false);
     let model_name = request
         .model

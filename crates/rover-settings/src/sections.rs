@@ -146,6 +146,32 @@ pub struct ModelSettings {
     /// Wait before the second attempt of a model call, in milliseconds; doubled for each further
     /// attempt (capped at 8×).
     pub backoff_ms: u64,
+    /// Tool calls the model writes as text (a fenced JSON block, bare JSON, `<tool_call>` tags)
+    /// instead of `tool_calls`: `auto` recovers a message that is wholly calls, `off` leaves all
+    /// text as text. Applies to the fallbacks too, unless one sets its own.
+    pub text_tool_calls: TextToolCalls,
+}
+
+/// What a step does with a tool call the model wrote as text (`model.text_tool_calls`).
+///
+/// `auto` is the default: a message is taken as calls only when it is nothing but call objects
+/// naming a tool, so a prose answer is never touched, and a model that calls natively never
+/// writes such a message; local models (Qwen2.5-Coder, …) write most of their calls that way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextToolCalls {
+    /// Every message's text stays text.
+    Off,
+    /// A message that is wholly tool calls is read as those calls.
+    #[default]
+    Auto,
+}
+
+impl TextToolCalls {
+    /// Whether calls written as text are recovered.
+    pub fn recovers(self) -> bool {
+        self == TextToolCalls::Auto
+    }
 }
 
 impl Default for ModelSettings {
@@ -157,6 +183,7 @@ impl Default for ModelSettings {
             timeout_ms: 60_000,
             fallbacks: Vec::new(),
             backoff_ms: 250,
+            text_tool_calls: TextToolCalls::Auto,
         }
     }
 }
@@ -171,6 +198,9 @@ pub struct ModelFallback {
     pub api_key: Option<Secret<String>>,
     /// Model name sent to this endpoint.
     pub name: String,
+    /// Tool calls written as text at this endpoint; absent means the primary's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_tool_calls: Option<TextToolCalls>,
 }
 
 /// The gateway's Ed25519 public key, which turn identities must verify against (tool server, worker).

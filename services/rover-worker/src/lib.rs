@@ -80,6 +80,7 @@ impl App {
             base_url: settings.model.base_url.clone(),
             api_key: settings.model.api_key.expose().clone(),
             model: settings.model.name.clone(),
+            text_tool_calls: settings.model.text_tool_calls.recovers(),
             fallbacks: settings
                 .model
                 .fallbacks
@@ -93,6 +94,10 @@ impl App {
                         .expose()
                         .clone(),
                     model: fallback.name.clone(),
+                    text_tool_calls: fallback
+                        .text_tool_calls
+                        .unwrap_or(settings.model.text_tool_calls)
+                        .recovers(),
                 })
                 .collect(),
             timeout: Duration::from_millis(settings.model.timeout_ms),

@@ -1,0 +1,345 @@
+//! Tool calls a model wrote as text. Many local models (and some hosted ones) put a call in the
+//! message's `content` instead of `tool_calls`: a fenced ```json block, bare JSON, `<tool_call>`
+//! tags, or a list of calls. With `model.text_tool_calls = auto` a step recovers them — but only
+//! a message that is *wholly* calls: every block is a call object, and nothing else is said.
+//! Anything else stays text. Which tools exist and whether the arguments fit is not decided here:
+//! a recovered call goes through the same check as a native one (`Agent::check_call`), so an
+//! unknown tool or invalid arguments go back to the model as a tool error.
+//!
+//! While a step streams, [`Holdback`] keeps back text that may be a call (it starts like one), so
+//! the Hub never sees a raw call as answer text; text that starts like prose streams at once.
+
+use serde_json::{Map, Value};
+
+/// A call found in a message's text: the tool's name and its arguments (an object).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TextCall {
+    pub(crate) name: String,
+    pub(crate) arguments: Value,
+}
+
+/// The calls `text` consists of, or `None` when it is anything but calls.
+pub(crate) fn parse(text: &str) -> Option<Vec<TextCall>> {
+    let mut rest = text.trim();
+    let mut calls = Vec::new();
+    while !rest.is_empty() {
+        let (block, after) = next_block(rest)?;
+        calls.extend(calls_in(block)?);
+        rest = after.trim_start();
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// The text of the first block of `text` (which starts with it) and what follows it.
+fn next_block(text: &str) -> Option<(&str, &str)> {
+    if let Some(fenced) = text.strip_prefix("```") {
+        // The info string: nothing, or one word (json, tool_call, …), then the line ends.
+        let (info, body) = fenced.split_once('\n')?;
+        if info.trim().contains(char::is_whitespace) {
+            return None;
+        }
+        return Some(match body.find("```") {
+            Some(end) => (&body[..end], &body[end + 3..]),
+            // A fence the model never closed (it stopped at its token limit): the rest.
+            None => (body, ""),
+        });
+    }
+    for (open, close) in [
+        ("<tool_call>", "</tool_call>"),
+        ("<|tool_call|>", "<|/tool_call|>"),
+    ] {
+        if let Some(tagged) = text.strip_prefix(open) {
+            return Some(match tagged.find(close) {
+                Some(end) => (&tagged[..end], &tagged[end + close.len()..]),
+                None => (tagged, ""),
+            });
+        }
+    }
+    if text.starts_with(['{', '[']) {
+        let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        values.next()?.ok()?;
+        let end = values.byte_offset();
+        return Some((&text[..end], &text[end..]));
+    }
+    None
+}
+
+/// The calls in one block: one or more JSON values (objects or lists of objects), each a call.
+fn calls_in(block: &str) -> Option<Vec<TextCall>> {
+    let mut calls = Vec::new();
+    for value in serde_json::Deserializer::from_str(block.trim()).into_iter::<Value>() {
+        match value.ok()? {
+            Value::Array(items) if !items.is_empty() => {
+                for item in items {
+                    calls.push(call_of(item)?);
+                }
+            }
+            object @ Value::Object(_) => calls.push(call_of(object)?),
+            _ => return None,
+        }
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// Keys that name the tool, and keys that carry its arguments, as models write them.
+const NAME_KEYS: [&str; 4] = ["name", "tool", "tool_name", "function"];
+const ARGUMENT_KEYS: [&str; 4] = ["arguments", "parameters", "args", "input"];
+/// Keys a call object may carry besides those (OpenAI's own `tool_calls` entries have them).
+const OTHER_KEYS: [&str; 2] = ["type", "id"];
+
+/// A call object: `{"name": …, "arguments": {…}}`, its key variants, or OpenAI's own shape
+/// `{"type": "function", "function": {"name": …, "arguments": "…"}}`. Any other key means the
+/// object is data, not a call.
+fn call_of(value: Value) -> Option<TextCall> {
+    let Value::Object(mut object) = value else {
+        return None;
+    };
+    if let Some(Value::Object(function)) = object.get("function") {
+        let function = function.clone();
+        object.remove("function");
+        if object.keys().any(|k| !OTHER_KEYS.contains(&k.as_str())) {
+            return None;
+        }
+        return call_of(Value::Object(function));
+    }
+    if object.keys().any(|k| {
+        ![&NAME_KEYS[..], &ARGUMENT_KEYS[..], &OTHER_KEYS[..]]
+            .concat()
+            .contains(&k.as_str())
+    }) {
+        return None;
+    }
+    let name = one_of(&mut object, &NAME_KEYS)?;
+    let name = name.as_str().filter(|n| is_tool_name(n))?.to_owned();
+    let arguments = match one_of(&mut object, &ARGUMENT_KEYS) {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(object @ Value::Object(_)) => object,
+        // Arguments as a JSON text, as OpenAI's wire format carries them.
+        Some(Value::String(text)) if text.trim().is_empty() => Value::Object(Map::new()),
+        Some(Value::String(text)) => match serde_json::from_str(&text).ok()? {
+            object @ Value::Object(_) => object,
+            _ => return None,
+        },
+        Some(_) => return None,
+    };
+    Some(TextCall { name, arguments })
+}
+
+/// The value under exactly one of `keys` (two of them at once is not a call).
+fn one_of(object: &mut Map<String, Value>, keys: &[&str]) -> Option<Value> {
+    let mut found = keys.iter().filter_map(|k| object.remove(*k));
+    let first = found.next();
+    if found.next().is_some() {
+        return None;
+    }
+    first
+}
+
+/// Whether `name` could be a function's name (what OpenAI allows: `[A-Za-z0-9_-]{1,64}`, and
+/// dots, which some servers use).
+fn is_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// How a message may start if it is a call.
+const OPENERS: [&str; 5] = ["```", "{", "[", "<tool_call>", "<|tool_call|>"];
+
+/// Keeps back streamed text that may be a call, until the stream ends; text that cannot be one
+/// passes at once. Disabled, everything passes.
+#[derive(Debug)]
+pub(crate) struct Holdback {
+    state: State,
+    held: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Only whitespace, or the start of an opener, so far.
+    Undecided,
+    /// Prose: everything passes.
+    Passing,
+    /// It starts like a call: everything is kept back.
+    Holding,
+}
+
+impl Holdback {
+    /// A holdback that keeps back text only when `enabled`.
+    pub(crate) fn new(enabled: bool) -> Self {
+        Self {
+            state: if enabled {
+                State::Undecided
+            } else {
+                State::Passing
+            },
+            held: String::new(),
+        }
+    }
+
+    /// Takes one text delta; returns what may be shown now.
+    pub(crate) fn push(&mut self, delta: &str) -> Option<String> {
+        if self.state == State::Passing {
+            return Some(delta.to_owned());
+        }
+        self.held.push_str(delta);
+        if self.state == State::Holding {
+            return None;
+        }
+        let start = self.held.trim_start();
+        if start.is_empty() || OPENERS.iter().any(|o| o.starts_with(start)) {
+            return None;
+        }
+        if OPENERS.iter().any(|o| start.starts_with(o)) {
+            self.state = State::Holding;
+            return None;
+        }
+        self.state = State::Passing;
+        Some(std::mem::take(&mut self.held))
+    }
+
+    /// The text kept back (when the stream has ended, or was cut).
+    pub(crate) fn take(&mut self) -> String {
+        std::mem::take(&mut self.held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn calls(text: &str) -> Vec<(String, Value)> {
+        parse(text)
+            .unwrap_or_else(|| panic!("{text:?} is calls"))
+            .into_iter()
+            .map(|c| (c.name, c.arguments))
+            .collect()
+    }
+
+    fn sciences() -> Vec<(String, Value)> {
+        vec![(
+            "create_department".to_owned(),
+            json!({ "name": "Sciences" }),
+        )]
+    }
+
+    #[test]
+    fn a_fenced_json_call_is_a_call() {
+        let text = "```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```";
+        assert_eq!(calls(text), sciences());
+        // No info string, surrounding whitespace, a fence never closed.
+        let bare_fence = "\n```\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```\n";
+        assert_eq!(calls(bare_fence), sciences());
+        let unclosed =
+            "```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}";
+        assert_eq!(calls(unclosed), sciences());
+    }
+
+    #[test]
+    fn bare_json_and_its_key_variants_are_calls() {
+        assert_eq!(
+            calls(r#"{"name": "create_department", "arguments": {"name": "Sciences"}}"#),
+            sciences()
+        );
+        assert_eq!(
+            calls(r#"{"tool": "create_department", "parameters": {"name": "Sciences"}}"#),
+            sciences()
+        );
+        // OpenAI's own shape, arguments as JSON text.
+        assert_eq!(
+            calls(
+                r#"{"type": "function", "function": {"name": "create_department", "arguments": "{\"name\":\"Sciences\"}"}}"#
+            ),
+            sciences()
+        );
+        // No arguments at all.
+        assert_eq!(
+            calls(r#"{"name": "list_departments"}"#),
+            vec![("list_departments".to_owned(), json!({}))]
+        );
+    }
+
+    #[test]
+    fn tool_call_tags_are_calls() {
+        let text = "<tool_call>\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n</tool_call>";
+        assert_eq!(calls(text), sciences());
+        let unclosed =
+            "<tool_call>{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}";
+        assert_eq!(calls(unclosed), sciences());
+    }
+
+    #[test]
+    fn several_calls_in_a_list_in_blocks_or_one_per_line() {
+        let want = vec![
+            ("list_departments".to_owned(), json!({})),
+            (
+                "create_department".to_owned(),
+                json!({ "name": "Sciences" }),
+            ),
+        ];
+        let list = r#"[{"name": "list_departments", "arguments": {}}, {"name": "create_department", "arguments": {"name": "Sciences"}}]"#;
+        assert_eq!(calls(list), want);
+        let blocks = "<tool_call>\n{\"name\": \"list_departments\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n</tool_call>";
+        assert_eq!(calls(blocks), want);
+        let lines = "```json\n{\"name\": \"list_departments\", \"arguments\": {}}\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```";
+        assert_eq!(calls(lines), want);
+        let fences = "```json\n{\"name\": \"list_departments\"}\n```\n\n```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```";
+        assert_eq!(calls(fences), want);
+    }
+
+    #[test]
+    fn anything_but_calls_stays_text() {
+        for text in [
+            "",
+            "   ",
+            "Here are the departments: Sciences, Humanities.",
+            // Prose around a call: not wholly a call.
+            "I'll create it.\n```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```",
+            "```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```\nDone!",
+            // Data, not a call: other keys, a made-up result, a list of records.
+            r#"{"data": [{"id": "1", "name": "Sciences"}], "scopeContext": "across the whole school"}"#,
+            r#"{"name": "Sciences", "id": "5f1c", "campus": "Kololo"}"#,
+            r#"[{"name": "Sciences", "headOfDepartment": "Okello"}]"#,
+            r#"{"name": "create_department", "arguments": "not json"}"#,
+            r#"{"name": "create department", "arguments": {}}"#,
+            r#"{"name": "x", "tool": "y"}"#,
+            "```python\nprint('hi')\n```",
+            "``` json please\n{\"name\": \"x\"}\n```",
+            "<tool_response>{\"data\": []}</tool_response>",
+            "[]",
+            "{}",
+            "{\"name\": \"create_department\", \"arguments\": {\"name\": ",
+        ] {
+            assert_eq!(parse(text), None, "{text:?} is not calls");
+        }
+    }
+
+    /// Streams `pieces` through a holdback; returns (shown while streaming, kept back).
+    fn stream(enabled: bool, pieces: &[&str]) -> (String, String) {
+        let mut holdback = Holdback::new(enabled);
+        let shown: String = pieces.iter().filter_map(|p| holdback.push(p)).collect();
+        (shown, holdback.take())
+    }
+
+    #[test]
+    fn prose_streams_at_once_and_what_starts_like_a_call_is_kept_back() {
+        assert_eq!(
+            stream(true, &["  ", "Here", " are", " the departments."]),
+            ("  Here are the departments.".to_owned(), String::new())
+        );
+        let call = ["``", "`json\n{\"name\"", ": \"list_departments\"}\n", "```"];
+        assert_eq!(stream(true, &call), (String::new(), call.concat()));
+        let tagged = ["<", "tool", "_call>", "{\"name\": \"x\"}"];
+        assert_eq!(stream(true, &tagged), (String::new(), tagged.concat()));
+        // A '<' that turns out to be prose passes once it cannot be an opener.
+        assert_eq!(
+            stream(true, &["<", "3 students"]),
+            ("<3 students".to_owned(), String::new())
+        );
+        // Off: everything passes.
+        assert_eq!(stream(false, &call), (call.concat(), String::new()));
+    }
+}
