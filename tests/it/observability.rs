@@ -195,13 +195,15 @@ async fn one_turn_is_one_trace_across_the_three_services() {
     // own, because the trace id is written into audit rows and must not be the client's choice.
     let hub_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let message = "Assign Okello to teach Physics in S1 Blue";
+    // A UUID chat id is the thread's id, which the GenAI spans carry as the conversation.
+    let chat_id = uuid::Uuid::new_v4().to_string();
     let response = stack
         .http
         .post(format!("http://{}/api/chat", stack.gateway))
         .bearer_auth(stack.token("dos@hill.school"))
         .header("traceparent", format!("00-{hub_trace}-00f067aa0ba902b7-01"))
         .json(&serde_json::json!({
-            "id": "chat-traced",
+            "id": chat_id,
             "trigger": "submit-message",
             "messages": [{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": message }] }],
         }))
@@ -239,7 +241,7 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         ("rover-gateway", "rover.gateway.chat"),
         ("rover-gateway", "rover.gateway.stream"),
         ("rover-worker", "rover.worker.turn"),
-        ("rover-worker", "gen_ai.invoke_agent"),
+        ("rover-worker", "invoke_agent director_of_studies"),
         ("rover-toolserver", "rover.toolserver.permission"),
         ("rover-toolserver", "assign_subject_teacher"),
     ];
@@ -267,14 +269,10 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         HashSet::from(["rover-gateway", "rover-worker", "rover-toolserver"])
     );
     let all = receiver.spans.lock().unwrap().clone();
-    for name in [
-        "rover.worker.turn",
-        "rover.toolserver.execute",
-        "gen_ai.chat",
-    ] {
+    for name in ["rover.worker.turn", "rover.toolserver.execute", "chat "] {
         assert!(
             all.iter()
-                .filter(|s| s.name == name)
+                .filter(|s| s.name == name || (name.ends_with(' ') && s.name.starts_with(name)))
                 .all(|s| s.trace_id == trace),
             "a {name} span is outside the turn's trace"
         );
@@ -317,9 +315,10 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         ("rover-gateway", "POST /api/chat"),
         ("rover-gateway", "rover.gateway.chat"),
         ("rover-worker", "rover.worker.turn"),
-        ("rover-worker", "gen_ai.execute_tool"),
-        ("rover-worker", "gen_ai.invoke_agent"),
-        ("rover-worker", "gen_ai.execute_tool"),
+        ("rover-worker", "invoke_agent rover"),
+        ("rover-worker", "execute_tool task"),
+        ("rover-worker", "invoke_agent director_of_studies"),
+        ("rover-worker", "execute_tool assign_subject_teacher"),
         ("rover-worker", "rover.messaging.rpc"),
         ("rover-toolserver", "rover.toolserver.execute"),
         ("rover-toolserver", "rover.toolserver.posture"),
@@ -343,15 +342,25 @@ async fn one_turn_is_one_trace_across_the_three_services() {
         .expect("the task call is on the chain");
     assert!(task.attributes.contains_key("gen_ai.tool.call.id"));
 
-    // GenAI semantic conventions on every model call.
-    let chats: Vec<&Received> = spans.iter().filter(|s| s.name == "gen_ai.chat").collect();
+    // GenAI semantic conventions: every model call is `chat {model}`, every tool call
+    // `execute_tool {tool}`, every agent run `invoke_agent {agent}`, each naming the provider
+    // (where it calls a model) and the conversation — the chat.
+    let chats: Vec<&Received> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
     assert!(
         chats.len() >= 4,
         "two steps for Rover, two for the specialist"
     );
     for chat in &chats {
+        assert_eq!(
+            chat.name,
+            format!("chat {}", chat.attributes["gen_ai.request.model"])
+        );
         for key in [
             "gen_ai.operation.name",
+            "gen_ai.provider.name",
             "gen_ai.request.model",
             "gen_ai.usage.input_tokens",
             "gen_ai.usage.output_tokens",
@@ -362,6 +371,38 @@ async fn one_turn_is_one_trace_across_the_three_services() {
                 "{key} missing on {chat:#?}"
             );
         }
+        assert_eq!(chat.attributes["gen_ai.operation.name"], "chat");
+        assert_eq!(chat.attributes["gen_ai.provider.name"], "openai");
+    }
+    let genai: Vec<&Received> = spans
+        .iter()
+        .filter(|s| {
+            s.service == "rover-worker" && s.attributes.contains_key("gen_ai.operation.name")
+        })
+        .collect();
+    for (operation, subject) in [
+        ("invoke_agent", "gen_ai.agent.name"),
+        ("execute_tool", "gen_ai.tool.name"),
+        ("chat", "gen_ai.request.model"),
+    ] {
+        let of: Vec<&&Received> = genai
+            .iter()
+            .filter(|s| s.attributes["gen_ai.operation.name"] == operation)
+            .collect();
+        assert!(!of.is_empty(), "no {operation} span");
+        for span in of {
+            assert_eq!(
+                span.name,
+                format!("{operation} {}", span.attributes[subject])
+            );
+        }
+    }
+    for span in &genai {
+        assert_eq!(
+            span.attributes.get("gen_ai.conversation.id"),
+            Some(&chat_id),
+            "{span:#?} names the chat"
+        );
     }
     let permission = spans
         .iter()

@@ -3,7 +3,7 @@
 
 use rover_contracts::context::{RuntimeContext, Subagent};
 use rover_contracts::identity::SignedTurnIdentity;
-use rover_contracts::ids::TurnId;
+use rover_contracts::ids::{ThreadId, TurnId};
 use rover_contracts::wire::TurnEventKind;
 use rover_messaging::RpcClient;
 use rover_telemetry::metrics::{ModelMetrics, Registry, ToolMetrics};
@@ -79,6 +79,8 @@ pub struct TurnDeps<'a> {
     pub sandbox: Option<&'a Sandbox>,
     /// The turn (scopes tool call ids).
     pub turn_id: TurnId,
+    /// The thread (the chat): the turn's GenAI spans carry it as `gen_ai.conversation.id`.
+    pub thread_id: ThreadId,
     /// Model calls one agent may make in a turn.
     pub step_limit: u32,
     /// Where events go.

@@ -31,6 +31,8 @@ pub struct ModelEndpoint {
     pub model: String,
     /// Recover tool calls this endpoint writes as text (`model.text_tool_calls = auto`).
     pub text_tool_calls: bool,
+    /// Who serves it, as spans name it (`gen_ai.provider.name`: `openai`, or the server's own).
+    pub provider: String,
 }
 
 /// Where the model is and how patient to be with it.
@@ -44,6 +46,8 @@ pub struct ModelOptions {
     pub model: String,
     /// Recover tool calls the primary endpoint writes as text (`model.text_tool_calls = auto`).
     pub text_tool_calls: bool,
+    /// Who serves the primary endpoint (`gen_ai.provider.name`).
+    pub provider: String,
     /// Endpoints tried, in order, when the one before failed before its first chunk.
     pub fallbacks: Vec<ModelEndpoint>,
     /// Deadline for the response to start, and for each gap between chunks.
@@ -116,6 +120,8 @@ pub struct ModelStream {
     pub model: String,
     /// Whether tool calls that endpoint writes as text are recovered.
     pub text_tool_calls: bool,
+    /// Who serves that endpoint (`gen_ai.provider.name`).
+    pub provider: String,
 }
 
 impl std::fmt::Debug for ModelStream {
@@ -144,6 +150,7 @@ impl ModelClient {
             api_key: options.api_key,
             model: options.model,
             text_tool_calls: options.text_tool_calls,
+            provider: options.provider,
         };
         // async-openai's default executor retries 429 and 5xx on its own, unseen and unbounded
         // by our settings; a plain service leaves every attempt (and its span) to `stream`.
@@ -170,6 +177,11 @@ impl ModelClient {
     /// The primary model's name.
     pub fn model(&self) -> &str {
         &self.endpoints[0].1.model
+    }
+
+    /// Who serves the primary model (`gen_ai.provider.name`).
+    pub fn provider(&self) -> &str {
+        &self.endpoints[0].1.provider
     }
 
     /// Starts a streaming chat completion of `messages` offering `tools`, waiting for its first
@@ -200,6 +212,7 @@ impl ModelClient {
                 let span = tracing::info_span!(
                     "rover.model.attempt",
                     gen_ai.request.model = endpoint.model.as_str(),
+                    gen_ai.provider.name = endpoint.provider.as_str(),
                     server.address = host(&endpoint.base_url),
                     rover.model.endpoint = index,
                     rover.model.attempt = attempt,
@@ -211,6 +224,7 @@ impl ModelClient {
                             chunks,
                             model: endpoint.model.clone(),
                             text_tool_calls: endpoint.text_tool_calls,
+                            provider: endpoint.provider.clone(),
                         });
                     }
                     Err(error) => {

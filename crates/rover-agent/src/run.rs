@@ -189,7 +189,23 @@ async fn run_after(
     conversation.push(json!({ "role": "system", "content": system }));
     conversation.extend(history);
     conversation.push(first);
-    run_loop(agent, "", complete_tool_results(conversation), deps).await
+    run_loop(agent, "", complete_tool_results(conversation), deps)
+        .instrument(invoke_agent_span(agent, deps))
+        .await
+}
+
+/// The span of one agent's run (Rover's, or a subagent's under its `task` call), as the
+/// OpenTelemetry GenAI conventions name it.
+fn invoke_agent_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
+    tracing::info_span!(
+        "gen_ai.invoke_agent",
+        otel.name = format!("invoke_agent {}", agent.name()),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.provider.name = deps.model.provider(),
+        gen_ai.conversation.id = %deps.thread_id,
+        gen_ai.agent.name = agent.name(),
+        gen_ai.request.model = deps.model.model(),
+    )
 }
 
 /// The agent loop of `agent`, journalled under `key` (`""` for Rover, the `task` call id for a
@@ -232,8 +248,11 @@ async fn run_loop(
         emit_step(TurnEventKind::StartStep);
         let span = tracing::info_span!(
             "gen_ai.chat",
+            otel.name = format!("chat {}", deps.model.model()),
             otel.kind = "client",
             gen_ai.operation.name = "chat",
+            gen_ai.provider.name = deps.model.provider(),
+            gen_ai.conversation.id = %deps.thread_id,
             gen_ai.request.model = deps.model.model(),
             gen_ai.response.model = tracing::field::Empty,
             gen_ai.agent.name = agent.name(),
@@ -495,7 +514,10 @@ async fn execute(
 ) -> Option<AgentToolResult<Value>> {
     let span = tracing::info_span!(
         "gen_ai.execute_tool",
+        otel.name = format!("execute_tool {}", call.name),
         gen_ai.operation.name = "execute_tool",
+        gen_ai.conversation.id = %deps.thread_id,
+        gen_ai.tool.type = "function",
         gen_ai.tool.name = %call.name,
         gen_ai.tool.call.id = %call.id,
         gen_ai.tool.call.arguments = tracing::field::Empty,
@@ -609,13 +631,8 @@ async fn delegate(
         json!({ "role": "system", "content": subagent.system_prompt }),
         json!({ "role": "user", "content": args.description }),
     ];
-    let span = tracing::info_span!(
-        "gen_ai.invoke_agent",
-        gen_ai.operation.name = "invoke_agent",
-        gen_ai.agent.name = subagent.name()
-    );
     match Box::pin(run_loop(subagent, call_id, conversation, deps))
-        .instrument(span)
+        .instrument(invoke_agent_span(subagent, deps))
         .await
     {
         Ok(outcome) if outcome.paused => None,

@@ -98,7 +98,9 @@ pub(crate) async fn stream_step(
         () = deps.stop.requested() => Ok(true),
         read = async {
             let mut stream = deps.model.stream(conversation, tools).await?;
-            tracing::Span::current().record("gen_ai.response.model", stream.model.as_str());
+            let span = tracing::Span::current();
+            span.record("gen_ai.response.model", stream.model.as_str());
+            span.record("gen_ai.provider.name", stream.provider.as_str());
             model = stream.model;
             partial.holdback = Holdback::new(stream.text_tool_calls);
             read_step(&mut stream.chunks, step, emit, &mut usage, &mut partial).await

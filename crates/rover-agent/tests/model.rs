@@ -35,6 +35,7 @@ fn endpoint(url: &str, model: &str) -> ModelEndpoint {
         api_key: "scripted".to_owned(),
         model: model.to_owned(),
         text_tool_calls: true,
+        provider: "openai".to_owned(),
     }
 }
 
@@ -44,6 +45,7 @@ fn client(primary: &str, fallbacks: &[&str], attempts: u32, timeout: Duration) -
         api_key: "scripted".to_owned(),
         model: "primary".to_owned(),
         text_tool_calls: true,
+        provider: "openai".to_owned(),
         fallbacks: fallbacks
             .iter()
             .enumerate()

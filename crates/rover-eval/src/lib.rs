@@ -2,10 +2,11 @@
 //! own — the real gateway, worker and tool server on a fresh vhost and seeded database — against
 //! a model, scored on tool choice, arguments, unintended writes and finished turns.
 //!
-//! Layout: `cases` (the file and its checks), `stack` (the processes), `turn` (one case over HTTP
+//! Layout: `cases` (the file and its checks), `prompts` (`--prompts`), `stack` (the processes), `turn` (one case over HTTP
 //! and SSE, and its audit rows), `score` (pure scoring), `report` (table and JSON).
 
 pub mod cases;
+pub mod prompts;
 pub mod report;
 pub mod score;
 pub mod stack;

@@ -23,7 +23,7 @@ struct Cli {
     #[arg(
         long,
         conflicts_with = "scripted",
-        required_unless_present = "scripted"
+        required_unless_present_any = ["scripted", "prompts"]
     )]
     model_url: Option<String>,
     /// The model name sent with each request.
@@ -61,6 +61,11 @@ struct Cli {
     /// Exit with status 1 when fewer than this fraction of the cases pass (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     min_pass: f64,
+    /// Run no case: print each demo user's fixed prompt size (system prompt and tool
+    /// definitions) — exact tokens when --model-url is a llama.cpp server, else estimated — and
+    /// write each to <out>/prompts/<user>.txt.
+    #[arg(long)]
+    prompts: bool,
 }
 
 fn progress(r: &CaseResult) {
@@ -82,6 +87,15 @@ fn progress(r: &CaseResult) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if cli.prompts {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let sizes = rover_eval::prompts::measure(cli.model_url.as_deref(), false).await?;
+        println!("{}", rover_eval::prompts::table(&sizes));
+        let dir = cli.out.join("prompts");
+        rover_eval::prompts::write(&sizes, &dir)?;
+        println!("Each prompt: {}/<user>.txt", dir.display());
+        return Ok(());
+    }
     let all = cases::load(&cli.cases)?;
     let selected = cases::select(all, cli.subset.as_deref(), &cli.only);
     if selected.is_empty() {

@@ -51,6 +51,11 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     )
 }
 
+/// The repository's `skills/`, which the worker reads.
+pub fn skills_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../skills"))
+}
+
 /// A child process, killed when dropped.
 #[derive(Debug)]
 struct Process(Child);
@@ -199,7 +204,7 @@ impl Stack {
         );
         env.insert(
             "ROVER_AGENT__SKILLS_DIR".to_owned(),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../skills").to_owned(),
+            skills_dir().display().to_string(),
         );
         processes.push(start("rover-toolserver", &[], &env, READY, log_dir)?.0);
         processes.push(start("rover-worker", &[], &env, READY, log_dir)?.0);

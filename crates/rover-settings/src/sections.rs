@@ -150,6 +150,9 @@ pub struct ModelSettings {
     /// instead of `tool_calls`: `auto` recovers a message that is wholly calls, `off` leaves all
     /// text as text. Applies to the fallbacks too, unless one sets its own.
     pub text_tool_calls: TextToolCalls,
+    /// Who serves the model, as traces name it (`gen_ai.provider.name`): `openai` for OpenAI
+    /// and servers that speak its API unless you name them (`llama.cpp`, `vllm`, …).
+    pub provider: String,
 }
 
 /// What a step does with a tool call the model wrote as text (`model.text_tool_calls`).
@@ -184,6 +187,7 @@ impl Default for ModelSettings {
             fallbacks: Vec::new(),
             backoff_ms: 250,
             text_tool_calls: TextToolCalls::Auto,
+            provider: "openai".to_owned(),
         }
     }
 }
@@ -201,6 +205,9 @@ pub struct ModelFallback {
     /// Tool calls written as text at this endpoint; absent means the primary's setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_tool_calls: Option<TextToolCalls>,
+    /// Who serves it (`gen_ai.provider.name`); absent means the primary's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// The gateway's Ed25519 public key, which turn identities must verify against (tool server, worker).

@@ -81,6 +81,7 @@ impl App {
             api_key: settings.model.api_key.expose().clone(),
             model: settings.model.name.clone(),
             text_tool_calls: settings.model.text_tool_calls.recovers(),
+            provider: settings.model.provider.clone(),
             fallbacks: settings
                 .model
                 .fallbacks
@@ -98,6 +99,10 @@ impl App {
                         .text_tool_calls
                         .unwrap_or(settings.model.text_tool_calls)
                         .recovers(),
+                    provider: fallback
+                        .provider
+                        .clone()
+                        .unwrap_or_else(|| settings.model.provider.clone()),
                 })
                 .collect(),
             timeout: Duration::from_millis(settings.model.timeout_ms),

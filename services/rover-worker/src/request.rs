@@ -176,6 +176,7 @@ pub(crate) async fn run_request(
         skills: &shared.skills,
         sandbox: sandbox.as_ref(),
         turn_id: request.turn_id,
+        thread_id: request.thread_id,
         step_limit: shared.settings.agent.step_limit,
         events,
         artifacts: Some(&artifacts),
