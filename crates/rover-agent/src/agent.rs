@@ -22,6 +22,19 @@ pub struct AgentTool {
     pub contract: &'static ToolContract,
     /// `{"type":"function","function":{"name","description","parameters"}}`, as the model sees it.
     pub definition: &'static Value,
+    /// Checks arguments against exactly that definition's schema.
+    validator: Option<&'static jsonschema::Validator>,
+}
+
+impl AgentTool {
+    /// The tool of `contract`, as `definition` shows it.
+    pub(crate) fn new(contract: &'static ToolContract, definition: &'static Definition) -> Self {
+        Self {
+            contract,
+            definition: &definition.value,
+            validator: definition.validator.as_ref(),
+        }
+    }
 }
 
 /// One agent of a turn: Rover, or a role subagent.
@@ -124,11 +137,39 @@ pub struct Mounts {
     pub sandbox: bool,
 }
 
-/// The model-facing definition of every tool, built once per process from the contracts.
-pub(crate) fn definitions() -> &'static HashMap<&'static str, Value> {
-    static DEFINITIONS: OnceLock<HashMap<&'static str, Value>> = OnceLock::new();
-    DEFINITIONS.get_or_init(|| {
-        REGISTRY
+/// A tool as the model is shown it, and the validator of its arguments.
+#[derive(Debug)]
+pub(crate) struct Definition {
+    /// `{"type":"function","function":{"name","description","parameters"}}`.
+    pub(crate) value: Value,
+    /// Built from `parameters`, formats (`uuid`, `date`) checked; the registry's schemas are
+    /// checked to be valid JSON Schema by the contracts tests.
+    validator: Option<jsonschema::Validator>,
+}
+
+impl Definition {
+    fn new(value: Value) -> Self {
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&value["function"]["parameters"])
+            .ok();
+        Self { value, validator }
+    }
+}
+
+/// Every tool's definition, and `task`'s for each set of specialists (it offers exactly the
+/// ones that exist for the turn, so a small model cannot name another), built once per process
+/// from the contracts.
+struct Catalogue {
+    tools: HashMap<&'static str, Definition>,
+    /// Index: bit `i` set when `Subagent::ALL[i]` is offered.
+    tasks: Vec<Definition>,
+}
+
+fn catalogue() -> &'static Catalogue {
+    static CATALOGUE: OnceLock<Catalogue> = OnceLock::new();
+    CATALOGUE.get_or_init(|| {
+        let tools: HashMap<&'static str, Value> = REGISTRY
             .iter()
             .map(|c| {
                 let mut parameters = serde_json::to_value((c.args_schema)()).unwrap_or_else(|_| json!({}));
@@ -143,56 +184,209 @@ pub(crate) fn definitions() -> &'static HashMap<&'static str, Value> {
                 });
                 (c.name, definition)
             })
-            .collect()
+            .collect();
+        let tasks = (0..1usize << Subagent::ALL.len())
+            .map(|set| {
+                let mut task = tools.get("task").cloned().unwrap_or_default();
+                if let Some(roles) =
+                    task["function"]["parameters"]["properties"]["subagent"]["oneOf"].as_array_mut()
+                {
+                    roles.retain(|role| {
+                        Subagent::ALL.iter().enumerate().any(|(i, s)| {
+                            set & (1 << i) != 0 && role["const"].as_str() == Some(s.name())
+                        })
+                    });
+                }
+                Definition::new(task)
+            })
+            .collect();
+        Catalogue {
+            tools: tools.into_iter().map(|(n, v)| (n, Definition::new(v))).collect(),
+            tasks,
+        }
     })
 }
 
-/// Checks a local tool's arguments against the very schema the model was shown (closed: unknown
-/// fields are errors), so nothing runs on arguments the contract does not allow. The message names
-/// the first problem, cut short so a huge argument is never echoed back whole.
+/// The definition of the tool named `name` (`task` offering every specialist).
+pub(crate) fn definition(name: &str) -> Option<&'static Definition> {
+    catalogue().tools.get(name)
+}
+
+/// The definition of `task` offering exactly `delegates`.
+pub(crate) fn task_definition(delegates: &[Subagent]) -> &'static Definition {
+    let set = Subagent::ALL
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| delegates.contains(s))
+        .fold(0, |set, (i, _)| set | (1 << i));
+    &catalogue().tasks[set]
+}
+
+/// Checks a call's arguments against the very schema the model was shown (closed: unknown
+/// fields are errors; ids must be ids), so nothing runs on arguments the contract does not allow.
+/// The message names the first problem, cut short so a huge argument is never echoed back whole,
+/// and says what the argument it concerns should hold (its description: where an id comes from).
 pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), String> {
-    static VALIDATORS: OnceLock<HashMap<&'static str, jsonschema::Validator>> = OnceLock::new();
-    let validators = VALIDATORS.get_or_init(|| {
-        definitions()
-            .iter()
-            .filter_map(|(name, definition)| {
-                // The registry's schemas are checked to be valid JSON Schema by the contracts tests.
-                let validator =
-                    jsonschema::validator_for(&definition["function"]["parameters"]).ok()?;
-                Some((*name, validator))
-            })
-            .collect()
-    });
-    let Some(validator) = validators.get(tool.contract.name) else {
+    let Some(validator) = tool.validator else {
         return Err(format!(
             "The arguments of {} cannot be checked, so it was not run.",
             tool.contract.name
         ));
     };
-    match validator.iter_errors(args).next() {
-        None => Ok(()),
-        Some(error) => {
-            const SHOWN: usize = 300;
-            let path = error.instance_path().to_string();
-            let at = if path.is_empty() {
-                String::new()
-            } else {
-                format!(" (at {})", path.chars().take(100).collect::<String>())
-            };
-            let message = error.to_string();
-            let mut shown: String = message.chars().take(SHOWN).collect();
-            if message.chars().count() > SHOWN {
-                shown.push('…');
-            }
-            Err(format!(
-                "Invalid arguments for {}: {shown}{at}. Nothing was run.",
-                tool.contract.name
-            ))
-        }
+    let Some(error) = validator.iter_errors(args).next() else {
+        return Ok(());
+    };
+    const SHOWN: usize = 300;
+    let path = error.instance_path().to_string();
+    let at = if path.is_empty() {
+        String::new()
+    } else {
+        format!(" (at {})", path.chars().take(100).collect::<String>())
+    };
+    let message = error.to_string();
+    let mut shown: String = message.chars().take(SHOWN).collect();
+    if message.chars().count() > SHOWN {
+        shown.push('…');
     }
+    let argument = path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let hint = tool.definition["function"]["parameters"]["properties"][argument]["description"]
+        .as_str()
+        .map(|about| format!(" {argument}: {about}"))
+        .unwrap_or_default();
+    Err(format!(
+        "Invalid arguments for {}: {shown}{at}.{hint} Nothing was run.",
+        tool.contract.name
+    ))
 }
 
 /// Whether a tool changes data (for the prompt's inventory).
 pub(crate) fn is_write(tool: &AgentTool) -> bool {
     tool.contract.effect == Effect::Write
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(name: &str) -> AgentTool {
+        AgentTool::new(
+            rover_contracts::tools::by_name(name).expect("a registry tool"),
+            definition(name).expect("a definition"),
+        )
+    }
+
+    fn agent(subagent: Option<Subagent>, tools: &[&str], subagents: Vec<Agent>) -> Agent {
+        Agent {
+            subagent,
+            tools: tools.iter().map(|t| tool(t)).collect(),
+            subagents,
+            skills: Vec::new(),
+            system_prompt: String::new(),
+        }
+    }
+
+    #[test]
+    fn task_offers_exactly_the_turns_specialists_as_the_roster_words_them() {
+        let roles = |delegates: &[Subagent]| -> Vec<(String, String)> {
+            task_definition(delegates).value["function"]["parameters"]["properties"]["subagent"]
+                ["oneOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["const"].as_str().unwrap().to_owned(),
+                        r["description"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let all = roles(&Subagent::ALL);
+        assert_eq!(
+            all,
+            Subagent::ALL
+                .iter()
+                .map(|s| (s.name().to_owned(), s.summary().to_owned()))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            roles(&[Subagent::DirectorOfStudies]),
+            [all[2].clone()],
+            "only the specialist the turn has"
+        );
+        let task = AgentTool::new(
+            rover_contracts::tools::by_name("task").unwrap(),
+            task_definition(&[Subagent::ClassTeacher]),
+        );
+        let to =
+            |subagent: &str| json!({ "subagent": subagent, "description": "Record attendance" });
+        assert!(validate_arguments(&task, &to("class_teacher")).is_ok());
+        assert!(validate_arguments(&task, &to("director_of_studies")).is_err());
+    }
+
+    #[test]
+    fn an_id_that_is_not_one_is_refused_with_where_ids_come_from() {
+        let rename = tool("rename_department");
+        let error = validate_arguments(
+            &rename,
+            &json!({ "departmentId": "your_department_id_here", "newName": "Social Studies" }),
+        )
+        .unwrap_err();
+        assert!(error.contains("uuid"), "{error}");
+        assert!(
+            error.contains("departmentId: The department's id, from `list_departments`."),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_call_is_checked_against_the_tools_offered_and_their_schemas() {
+        let teacher = agent(
+            Some(Subagent::ClassTeacher),
+            &["get_class_roster", "record_attendance"],
+            Vec::new(),
+        );
+        let rover = agent(None, &["list_departments", "task"], vec![teacher]);
+        assert!(rover.check_call("list_departments", &json!({})).is_ok());
+
+        // Arguments the schema refuses (closed: an unknown field too).
+        let invalid = rover
+            .check_call("list_departments", &json!({ "schoolId": "x" }))
+            .unwrap_err();
+        assert!(
+            invalid.starts_with("Invalid arguments for list_departments"),
+            "{invalid}"
+        );
+
+        // A specialist's tool: the error says how to reach it.
+        let theirs = rover
+            .check_call("record_attendance", &json!({}))
+            .unwrap_err();
+        assert!(
+            theirs.contains("Your tools: list_departments, task."),
+            "{theirs}"
+        );
+        assert!(
+            theirs.contains("call task with subagent \"class_teacher\""),
+            "{theirs}"
+        );
+        // A tool this staff member does not have at all.
+        let denied = rover
+            .check_call("create_department", &json!({ "name": "Sciences" }))
+            .unwrap_err();
+        assert!(
+            denied.contains("not available to this staff member"),
+            "{denied}"
+        );
+        // A tool that does not exist: answer in sentences instead.
+        let invented = rover.check_call("say_hello", &json!({})).unwrap_err();
+        assert!(invented.contains("no tool named say_hello"), "{invented}");
+        assert!(invented.contains("answer in plain sentences"), "{invented}");
+    }
 }

@@ -4,7 +4,7 @@
 use rover_contracts::context::{RuntimeContext, Subagent};
 use rover_contracts::tools::{Owner, REGISTRY, ToolKind};
 
-use crate::agent::{Agent, AgentTool, Mounts, SkillRef, definitions};
+use crate::agent::{Agent, AgentTool, Mounts, SkillRef, definition, task_definition};
 use crate::prompt;
 use crate::skills::SkillLibrary;
 
@@ -15,7 +15,8 @@ pub fn build_agent(context: &RuntimeContext, skills: &SkillLibrary, mounts: Moun
         .subagents()
         .map(|s| build_subagent(context, skills, mounts, s))
         .collect();
-    let tools = select_tools(context, Owner::Rover, mounts, !subagents.is_empty());
+    let delegates: Vec<Subagent> = subagents.iter().filter_map(|a| a.subagent).collect();
+    let tools = select_tools(context, Owner::Rover, mounts, &delegates);
     let skills: Vec<SkillRef> = skills
         .for_agent(None)
         .into_iter()
@@ -37,7 +38,7 @@ pub(crate) fn build_subagent(
     mounts: Mounts,
     role: Subagent,
 ) -> Agent {
-    let tools = select_tools(context, Owner::Subagent(role), mounts, false);
+    let tools = select_tools(context, Owner::Subagent(role), mounts, &[]);
     let skills: Vec<SkillRef> = skills
         .for_agent(Some(role))
         .into_iter()
@@ -56,13 +57,15 @@ pub(crate) fn build_subagent(
 /// The local tools every subagent gets besides its own RPC tools.
 pub(crate) const SUBAGENT_LOCAL: [&str; 2] = ["get_current_date", "read_file"];
 
+/// The tools `owner` is offered: its RPC tools whose permission the snapshot holds, and its
+/// local tools (`task`, offering exactly `delegates`, only when there are some; file tools only
+/// with a sandbox).
 pub(crate) fn select_tools(
     context: &RuntimeContext,
     owner: Owner,
     mounts: Mounts,
-    has_delegates: bool,
+    delegates: &[Subagent],
 ) -> Vec<AgentTool> {
-    let definitions = definitions();
     REGISTRY
         .iter()
         .copied()
@@ -75,17 +78,19 @@ pub(crate) fn select_tools(
             }
             ToolKind::Local { needs_sandbox } => {
                 let mine = match owner {
-                    Owner::Rover => contract.name != "task" || has_delegates,
+                    Owner::Rover => contract.name != "task" || !delegates.is_empty(),
                     Owner::Subagent(_) => SUBAGENT_LOCAL.contains(&contract.name),
                 };
                 mine && (!needs_sandbox || mounts.sandbox)
             }
         })
         .filter_map(|contract| {
-            Some(AgentTool {
-                contract,
-                definition: definitions.get(contract.name)?,
-            })
+            let definition = if contract.name == "task" {
+                task_definition(delegates)
+            } else {
+                definition(contract.name)?
+            };
+            Some(AgentTool::new(contract, definition))
         })
         .collect()
 }

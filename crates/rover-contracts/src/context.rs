@@ -116,11 +116,11 @@ impl RunMode {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Subagent {
-    /// Owns a class: roster and attendance.
+    /// Class rosters and attendance, for the classes the staff member is class teacher of.
     ClassTeacher,
-    /// Teaches a subject to a class: marks.
+    /// Marks, for the subjects the staff member teaches.
     SubjectTeacher,
-    /// Academic leadership: teaching assignments and results.
+    /// Teaching assignments (who teaches which subject to which class) and results.
     DirectorOfStudies,
 }
 
@@ -131,6 +131,20 @@ impl Subagent {
         Subagent::SubjectTeacher,
         Subagent::DirectorOfStudies,
     ];
+
+    /// What the specialist does, as the model reads it (the roster, and `task`'s schema: its
+    /// doc comment above says the same, which a test of the agent checks).
+    pub const fn summary(self) -> &'static str {
+        match self {
+            Subagent::ClassTeacher => {
+                "Class rosters and attendance, for the classes the staff member is class teacher of."
+            }
+            Subagent::SubjectTeacher => "Marks, for the subjects the staff member teaches.",
+            Subagent::DirectorOfStudies => {
+                "Teaching assignments (who teaches which subject to which class) and results."
+            }
+        }
+    }
 
     /// The name the model uses to delegate (`task`'s `subagent` argument).
     pub const fn name(self) -> &'static str {
