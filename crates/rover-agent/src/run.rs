@@ -2,6 +2,7 @@
 //! them (concurrently within a step), feed the envelopes back, until the model answers without
 //! tool calls, asks the user a question, or the step limit is reached.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use rover_contracts::AgentToolResult;
@@ -61,6 +62,7 @@ async fn settle(
     step: u32,
     call: &Call,
     input: Result<Value, String>,
+    repeat: bool,
     deps: TurnDeps<'_>,
 ) -> Result<Settled, ModelError> {
     if let Some((envelope, denied)) = deps
@@ -74,9 +76,18 @@ async fn settle(
             prior: deps.journal.is_prior(key, step, &call.id),
         });
     }
-    // Stopped: nothing new starts. The call gets a result the model (and the Hub) reads.
-    if deps.stop.is_requested() {
-        let envelope = AgentToolResult::error(crate::stop::NOT_RUN);
+    // Stopped: nothing new starts; a write that already ran in this reply does not run again.
+    // The call gets a result the model (and the Hub) reads.
+    if deps.stop.is_requested() || repeat {
+        let envelope = AgentToolResult::error(if repeat {
+            format!(
+                "Not run again: {} already ran with these arguments in this reply, and its \
+                 result is above. If the request is done, answer the staff member.",
+                call.name
+            )
+        } else {
+            crate::stop::NOT_RUN.to_owned()
+        });
         record(
             deps,
             key,
@@ -231,6 +242,8 @@ async fn run_loop(
     // Steps in a row whose every call was refused by `Agent::check_call` (no such tool, or
     // arguments its schema refuses): the model reads the error and may correct itself once.
     let mut refused_steps = 0;
+    // Writes that succeeded in this loop, by tool and arguments.
+    let mut done_writes: HashSet<(String, String)> = HashSet::new();
     for step in 0..deps.step_limit {
         // A step an earlier turn of a paused chain recorded was sent to the client then: it is
         // replayed without events, and not stored again.
@@ -342,17 +355,31 @@ async fn run_loop(
             .filter(|c| deps.journal.get(key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
+        // A write already done in this reply (same tool, same arguments) is not done again: a
+        // small model that loops would otherwise write twice under new call ids.
+        let repeats: Vec<bool> = calls
+            .iter()
+            .zip(&inputs)
+            .enumerate()
+            .map(|(at, (call, input))| {
+                write_key(agent, call, input).is_some_and(|key| {
+                    done_writes.contains(&key)
+                        || calls[..at]
+                            .iter()
+                            .zip(&inputs)
+                            .any(|(c, i)| write_key(agent, c, i).as_ref() == Some(&key))
+                })
+            })
+            .collect();
         // Each result is recorded as it arrives; a resumed step runs only the calls it lacks. A
         // write waiting for approval (or a subagent paused on one) has no result yet.
-        let results = futures::future::join_all(
-            calls
-                .iter()
-                .zip(inputs)
-                .map(|(call, input)| settle(agent, key, step, call, input, deps)),
-        )
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+        let results =
+            futures::future::join_all(calls.iter().zip(inputs).zip(&repeats).map(
+                |((call, input), repeat)| settle(agent, key, step, call, input, *repeat, deps),
+            ))
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
         // A subagent that spent the turn's budget failed its `task`; the turn stops here too.
         if let Some(spent) = deps.budget.exhausted() {
             return Err(spent.into());
@@ -360,6 +387,16 @@ async fn run_loop(
         let mut paused = false;
         let mut live = !prior;
         for (call, settled) in calls.iter().zip(results) {
+            if let Settled::Done {
+                envelope,
+                denied: false,
+                ..
+            } = &settled
+                && !envelope.is_error()
+                && let Some(key) = write_key(agent, call, &parse_arguments(&call.arguments))
+            {
+                done_writes.insert(key);
+            }
             let (envelope, denied) = match settled {
                 Settled::Pending { approval_id } => {
                     paused = true;
@@ -446,6 +483,18 @@ async fn run_loop(
         &notice,
         FinishReason::Length,
     ))
+}
+
+/// A write call's tool and arguments (canonical JSON), the key under which it runs once per loop;
+/// `None` for anything but a write the agent has.
+fn write_key(
+    agent: &Agent,
+    call: &Call,
+    input: &Result<Value, String>,
+) -> Option<(String, String)> {
+    let args = input.as_ref().ok()?;
+    let tool = agent.tool(&call.name)?;
+    (tool.contract.effect == Effect::Write).then(|| (call.name.clone(), args.to_string()))
 }
 
 /// What the loop says when the model twice made only calls that cannot run.

@@ -106,7 +106,12 @@ fn run(rule: &Rule, scope: &Scope<'_>, conversation: &Conversation) -> Reply {
     if !rule.requires.iter().all(holds) {
         return unavailable();
     }
-    if let Some(error) = conversation.results.iter().find_map(error_of) {
+    if let Some(error) = conversation
+        .results
+        .iter()
+        .find_map(error_of)
+        .filter(|_| !rule.continue_on_error)
+    {
         let error = Value::String(error);
         return say(
             &rule.on_error,

@@ -61,6 +61,8 @@ pub(crate) struct Rule {
     pub(crate) requires_tools: Vec<String>,
     pub(crate) unavailable: Template,
     pub(crate) on_error: Template,
+    /// An error result does not divert to `on_error`: the steps go on (a model that errs on).
+    pub(crate) continue_on_error: bool,
     pub(crate) steps: Vec<Step>,
 }
 
@@ -163,6 +165,8 @@ struct RawRule {
     requires_tools: Vec<String>,
     unavailable: Option<String>,
     on_error: Option<String>,
+    #[serde(default)]
+    continue_on_error: bool,
     #[serde(default)]
     steps: Vec<RawStep>,
 }
@@ -375,6 +379,7 @@ fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, String> {
         requires_tools: raw.requires_tools,
         unavailable,
         on_error,
+        continue_on_error: raw.continue_on_error,
         steps,
     })
 }

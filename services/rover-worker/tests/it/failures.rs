@@ -56,6 +56,80 @@ async fn a_model_failure_mid_stream_is_one_error_event_and_the_worker_keeps_serv
     assert_eq!(next.tool_names(), ["list_departments"]);
 }
 
+/// A call that cannot run (a tool the agent lacks, or arguments its schema refuses) goes back
+/// to the model as an error it may correct once; a second step of nothing but such calls ends
+/// the turn with a sentence of Rover's own instead of another model call.
+#[tokio::test]
+async fn a_model_that_keeps_making_calls_that_cannot_run_is_stopped_after_one_correction() {
+    let stack = spawn_stack().await;
+    let turn = stack
+        .turn("admin@hill.school", "Please keep making a bad call")
+        .await;
+    assert_eq!(turn.finish(), FinishReason::Stop);
+    let errors = turn.tool_errors();
+    assert_eq!(errors.len(), 2, "{:?}", turn.events);
+    for error in &errors {
+        assert!(
+            error.starts_with("Invalid arguments for list_departments"),
+            "{error}"
+        );
+    }
+    assert!(
+        turn.text().contains("I could not do that"),
+        "{}",
+        turn.text()
+    );
+    assert!(!turn.text().contains("Never said"), "{}", turn.text());
+    // Two model calls, not three.
+    let asked = stack
+        .model_requests()
+        .await
+        .iter()
+        .filter(|r| {
+            r["messages"].as_array().is_some_and(|messages| {
+                messages.iter().any(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("bad call"))
+                })
+            })
+        })
+        .count();
+    assert_eq!(asked, 2);
+}
+
+/// A model that loops may make the same write again under a new call id (which the tool
+/// server's inbox cannot know for the same): the agent runs a write at most once per tool and
+/// arguments in a reply, and tells the model so.
+#[tokio::test]
+async fn the_same_write_twice_in_one_reply_runs_once() {
+    let stack = spawn_stack().await;
+    let turn = stack
+        .turn(
+            "admin@hill.school",
+            "Rename the Languages department to Modern Languages twice",
+        )
+        .await;
+    assert_eq!(turn.finish(), FinishReason::Stop);
+    assert_eq!(
+        turn.tool_names(),
+        ["list_departments", "rename_department", "rename_department"]
+    );
+    let errors = turn.tool_errors();
+    assert_eq!(errors.len(), 1, "{:?}", turn.events);
+    assert!(
+        errors[0].starts_with("Not run again: rename_department"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'rename.department'")
+            .await,
+        1
+    );
+}
+
 #[tokio::test]
 async fn running_out_of_steps_ends_with_a_clear_message() {
     let stack = spawn_stack_with(Knobs {
