@@ -219,7 +219,7 @@ impl Partial {
         );
         tracing::Span::current().record("rover.model.text_tool_calls", recovered.len());
         for (index, call) in (0u32..).zip(recovered) {
-            let id = format!("{step}-text{index}");
+            let id = textcalls::recovered_id(step, index);
             emit(TurnEventKind::ToolInputStart {
                 tool_call_id: id.clone(),
                 tool_name: call.name.clone(),
@@ -303,7 +303,14 @@ async fn read_step(
                 let call = calls.entry(piece.index).or_default();
                 if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
                     // Scope the model's id to the agent and step, so ids never repeat in a turn.
-                    call.id = format!("{step}-{}", id.chars().take(64).collect::<String>());
+                    // '#' marks calls recovered from text (`textcalls::recovered_id`), so a
+                    // native id never carries it.
+                    let id: String = id
+                        .chars()
+                        .take(64)
+                        .map(|c| if c == '#' { '_' } else { c })
+                        .collect();
+                    call.id = format!("{step}-{id}");
                 }
                 if let Some(function) = piece.function {
                     if let Some(name) = function.name.filter(|n| !n.is_empty()) {

@@ -8,6 +8,11 @@
 //!
 //! While a step streams, [`Holdback`] keeps back text that may be a call (it starts like one), so
 //! the Hub never sees a raw call as answer text; text that starts like prose streams at once.
+//!
+//! The thread keeps a recovered call as a native one (`tool_calls`, then `tool` results), so
+//! history, journal, the Hub and the next request are the same whoever made the call. (Sent back
+//! as the fenced text it wrote, Qwen2.5-Coder-1.5B went on calling where it should answer: 13 of
+//! 22 eval cases against 17 this way.)
 
 use serde_json::{Map, Value};
 
@@ -56,19 +61,36 @@ fn next_block(text: &str) -> Option<(&str, &str)> {
         }
     }
     if text.starts_with(['{', '[']) {
-        let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-        values.next()?.ok()?;
-        let end = values.byte_offset();
-        return Some((&text[..end], &text[end..]));
+        let (_, rest) = next_json(text)?;
+        return Some((&text[..text.len() - rest.len()], rest));
     }
     None
+}
+
+/// The JSON value `text` starts with, and what follows it. A call in doubled braces,
+/// `{{"name": …, "arguments": {…}}}`, counts as the value inside: some chat templates show the
+/// call format that way (Qwen2.5-Coder's GGUF does), and models copy it, closing one brace too
+/// many or too few.
+fn next_json(text: &str) -> Option<(Value, &str)> {
+    let doubled = text.starts_with("{{");
+    let inner = if doubled { &text[1..] } else { text };
+    let mut values = serde_json::Deserializer::from_str(inner).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    let mut rest = &inner[values.byte_offset()..];
+    if doubled {
+        // However many braces close it (models miscount them both ways).
+        rest = rest.trim_start_matches(|c: char| c == '}' || c.is_whitespace());
+    }
+    Some((value, rest))
 }
 
 /// The calls in one block: one or more JSON values (objects or lists of objects), each a call.
 fn calls_in(block: &str) -> Option<Vec<TextCall>> {
     let mut calls = Vec::new();
-    for value in serde_json::Deserializer::from_str(block.trim()).into_iter::<Value>() {
-        match value.ok()? {
+    let mut rest = block.trim();
+    while !rest.is_empty() {
+        let (value, after) = next_json(rest)?;
+        match value {
             Value::Array(items) if !items.is_empty() => {
                 for item in items {
                     calls.push(call_of(item)?);
@@ -77,6 +99,7 @@ fn calls_in(block: &str) -> Option<Vec<TextCall>> {
             object @ Value::Object(_) => calls.push(call_of(object)?),
             _ => return None,
         }
+        rest = after.trim_start();
     }
     (!calls.is_empty()).then_some(calls)
 }
@@ -142,6 +165,11 @@ fn is_tool_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// The id of the `index`th call recovered from the text of step `step`.
+pub(crate) fn recovered_id(step: &str, index: u32) -> String {
+    format!("{step}-text{index}")
 }
 
 /// How a message may start if it is a call.
@@ -260,6 +288,21 @@ mod tests {
             calls(r#"{"name": "list_departments"}"#),
             vec![("list_departments".to_owned(), json!({}))]
         );
+    }
+
+    #[test]
+    fn a_call_in_doubled_braces_is_a_call() {
+        // As Qwen2.5-Coder writes them after its template's `{{"name": <function-name>, …}}`.
+        for text in [
+            r#"{{"name": "create_department", "arguments": {"name": "Sciences"}}}"#,
+            r#"{{"name": "create_department", "arguments": {"name": "Sciences"}}}}"#,
+            r#"{{"name": "create_department", "arguments": {"name": "Sciences"}}"#,
+        ] {
+            assert_eq!(calls(text), sciences(), "{text}");
+        }
+        let fenced = "```json\n{{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}}\n```";
+        assert_eq!(calls(fenced), sciences());
+        assert_eq!(parse(r#"{{"name": "create_department"}} and more"#), None);
     }
 
     #[test]
