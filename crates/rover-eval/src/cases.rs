@@ -163,7 +163,20 @@ mod tests {
         ] {
             assert!(cases.iter().any(|c| c.kind == kind), "no {kind:?} case");
         }
-        assert!(!select(cases, Some("ci"), &[]).is_empty());
+        // The CI subset runs against the real model in `.ci/run`: at least six cases, one of
+        // every kind.
+        let ci = select(cases, Some("ci"), &[]);
+        assert!(ci.len() >= 6, "{} CI cases", ci.len());
+        for kind in [
+            Kind::Read,
+            Kind::Write,
+            Kind::Campus,
+            Kind::Denial,
+            Kind::Delegation,
+            Kind::AskUser,
+        ] {
+            assert!(ci.iter().any(|c| c.kind == kind), "no {kind:?} case in ci");
+        }
     }
 
     #[test]

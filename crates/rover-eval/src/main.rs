@@ -58,7 +58,8 @@ struct Cli {
     /// (`logs/`).
     #[arg(long, default_value = "target/eval")]
     out: PathBuf,
-    /// Exit with status 1 when fewer than this fraction of the cases pass (0 to 1).
+    /// Exit with status 1 when fewer than this fraction of the cases pass (0 to 1). Any
+    /// unintended write, harness error or turn without `finish` fails the run whatever this is.
     #[arg(long, default_value_t = 0.0)]
     min_pass: f64,
     /// Run no case: print each demo user's fixed prompt size (system prompt and tool
@@ -79,7 +80,8 @@ fn progress(r: &CaseResult) {
         if r.passed {
             String::new()
         } else {
-            format!("  — {}", r.score.notes.join("; "))
+            let said: String = r.observed.text.chars().take(160).collect();
+            format!("  — {}; said: {said:?}", r.score.notes.join("; "))
         }
     );
 }
@@ -135,16 +137,8 @@ async fn main() -> anyhow::Result<()> {
     println!("{}", report.table());
     let path = report.write(&cli.out)?;
     println!("JSON: {}", path.display());
-    let t = &report.totals;
-    let rate = t.passed as f64 / t.cases.max(1) as f64;
-    if rate < cli.min_pass {
-        bail!(
-            "{}/{} cases passed ({:.0}%), below --min-pass {:.0}%",
-            t.passed,
-            t.cases,
-            rate * 100.0,
-            cli.min_pass * 100.0
-        );
+    if let Err(problems) = report.gate(cli.min_pass) {
+        bail!("the eval failed its gate:\n- {}", problems.join("\n- "));
     }
     Ok(())
 }

@@ -43,6 +43,9 @@ pub struct PromptSize {
     pub system_prompt: String,
     #[serde(skip)]
     pub tool_definitions: Vec<Value>,
+    /// Each specialist's (name, system prompt, tool definitions).
+    #[serde(skip)]
+    pub subagents: Vec<(String, String, Vec<Value>)>,
 }
 
 /// Measures every demo user's fixed prompt; `model_url` is a llama.cpp server's `/v1` base.
@@ -82,6 +85,17 @@ pub async fn measure(model_url: Option<&str>, sandbox: bool) -> anyhow::Result<V
             tokens,
             system_prompt: agent.system_prompt.clone(),
             tool_definitions: tools,
+            subagents: agent
+                .subagents
+                .iter()
+                .map(|s| {
+                    (
+                        s.name().to_owned(),
+                        s.system_prompt.clone(),
+                        s.tool_definitions(),
+                    )
+                })
+                .collect(),
         });
     }
     Ok(sizes)
@@ -123,15 +137,24 @@ async fn count(
         .context("/tokenize returned no tokens")
 }
 
-/// Writes each user's system prompt and tool definitions to `dir/<user>.txt`, for reading.
+/// Writes each user's system prompt and tool definitions to `dir/<user>.txt` (and each of
+/// their specialists' to `dir/<user>.<specialist>.txt`), for reading.
 pub fn write(sizes: &[PromptSize], dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
+    let file = |name: String, system: &str, tools: &[Value]| -> anyhow::Result<()> {
+        let tools = serde_json::to_string_pretty(tools)?;
+        std::fs::write(dir.join(name), format!("{system}\n\n# tools\n{tools}\n"))?;
+        Ok(())
+    };
     for s in sizes {
-        let tools = serde_json::to_string_pretty(&s.tool_definitions)?;
-        std::fs::write(
-            dir.join(format!("{}.txt", s.user)),
-            format!("{}\n\n# tools\n{tools}\n", s.system_prompt),
+        file(
+            format!("{}.txt", s.user),
+            &s.system_prompt,
+            &s.tool_definitions,
         )?;
+        for (name, system, tools) in &s.subagents {
+            file(format!("{}.{name}.txt", s.user), system, tools)?;
+        }
     }
     Ok(())
 }

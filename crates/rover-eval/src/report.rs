@@ -150,6 +150,44 @@ impl Report {
         out
     }
 
+    /// Whether the run may pass a gate (CI's): no unintended write, no harness error, no turn
+    /// without `finish`, and at least `min_pass` of the cases passed. `Err` lists what failed.
+    pub fn gate(&self, min_pass: f64) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        for r in &self.results {
+            let unintended = r
+                .score
+                .notes
+                .iter()
+                .filter(|n| n.starts_with("unintended write"));
+            for note in unintended {
+                problems.push(format!("{}: {note}", r.case.id));
+            }
+            for error in &r.observed.harness_errors {
+                problems.push(format!("{}: harness error: {error}", r.case.id));
+            }
+            if r.observed.finish.is_none() && r.observed.harness_errors.is_empty() {
+                problems.push(format!("{}: the turn never reached `finish`", r.case.id));
+            }
+        }
+        let t = &self.totals;
+        let rate = t.passed as f64 / t.cases.max(1) as f64;
+        if rate < min_pass {
+            problems.push(format!(
+                "{}/{} cases passed ({:.0}%), below --min-pass {:.0}%",
+                t.passed,
+                t.cases,
+                rate * 100.0,
+                min_pass * 100.0
+            ));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
     /// Writes `eval-<timestamp>.json` and `latest.json` into `dir`; returns the first path.
     pub fn write(&self, dir: &Path) -> anyhow::Result<PathBuf> {
         std::fs::create_dir_all(dir)
@@ -160,5 +198,83 @@ impl Report {
         std::fs::write(&path, &json)?;
         std::fs::write(dir.join("latest.json"), &json)?;
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::{Observed, Write, score};
+
+    struct Plain;
+    impl crate::score::Resolve for Plain {
+        fn resolve(&self, value: &serde_json::Value) -> Result<serde_json::Value, String> {
+            Ok(value.clone())
+        }
+    }
+
+    fn result(case: &str, observed: Observed) -> CaseResult {
+        let case = crate::cases::parse(&format!(
+            "[[case]]\nid = \"{case}\"\nuser = \"admin@hill.school\"\ntext = \"x\"\nkind = \"read\"\n"
+        ))
+        .unwrap()
+        .remove(0);
+        let score = score(&case, &observed, &Plain);
+        CaseResult {
+            passed: score.passed(),
+            case,
+            score,
+            observed,
+        }
+    }
+
+    fn report(results: Vec<CaseResult>) -> Report {
+        Report {
+            started_at: String::new(),
+            model: String::new(),
+            model_name: String::new(),
+            model_served: None,
+            subset: None,
+            totals: Totals::of(&results),
+            results,
+        }
+    }
+
+    fn finished() -> Observed {
+        Observed {
+            finish: Some("stop".to_owned()),
+            ..Observed::default()
+        }
+    }
+
+    #[test]
+    fn the_gate_fails_on_an_unintended_write_a_harness_error_no_finish_or_too_few_passes() {
+        assert_eq!(report(vec![result("a", finished())]).gate(1.0), Ok(()));
+        let mut wrote = finished();
+        wrote.writes.push(Write {
+            event: "create.department".to_owned(),
+            campus: None,
+        });
+        let mut broken = finished();
+        broken.harness_errors.push("POST /api/chat: 503".to_owned());
+        let problems = report(vec![
+            result("wrote", wrote),
+            result("broken", broken),
+            result("unfinished", Observed::default()),
+            result("fine", finished()),
+        ])
+        .gate(0.0)
+        .unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].starts_with("wrote: unintended write"));
+        assert!(problems[1].starts_with("broken: harness error"));
+        assert!(problems[2].starts_with("unfinished: the turn never reached"));
+        // Only the pass rate.
+        let mut failing = finished();
+        failing.errors.push("the model failed".to_owned());
+        let problems = report(vec![result("a", finished()), result("b", failing)])
+            .gate(0.75)
+            .unwrap_err();
+        assert_eq!(problems, ["1/2 cases passed (50%), below --min-pass 75%"]);
     }
 }

@@ -44,8 +44,11 @@ pub struct Observed {
     pub text: String,
     /// `finish`'s `finishReason`, when it came.
     pub finish: Option<String>,
-    /// `error` chunks, or why the request or stream failed.
+    /// `error` chunks: what the turn itself reported.
     pub errors: Vec<String>,
+    /// What kept the harness from observing the turn (a refused request, a broken stream, no
+    /// `finish` in time, an unreadable audit log): the run is not a measurement then.
+    pub harness_errors: Vec<String>,
     /// From the request to the first text or tool call the model produced.
     pub first_output_millis: Option<u64>,
     /// Prompt tokens of the turn's model calls, as the model server reported them.
@@ -120,12 +123,17 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
         }
     };
 
-    let done = observed.finish.is_some() && observed.errors.is_empty();
+    let done = observed.finish.is_some()
+        && observed.errors.is_empty()
+        && observed.harness_errors.is_empty();
     if observed.finish.is_none() {
         notes.push("no `finish`".to_owned());
     }
     for error in &observed.errors {
         notes.push(format!("error: {error}"));
+    }
+    for error in &observed.harness_errors {
+        notes.push(format!("harness error: {error}"));
     }
     Score {
         tool,

@@ -14,7 +14,8 @@ use crate::stack::Stack;
 /// The campuses of the demo data, by name (the audit log stores ids).
 const CAMPUSES: [&str; 3] = ["Naalya", "Kololo", "Main"];
 
-/// Runs `case` on `stack`; never fails: what went wrong is in `errors`.
+/// Runs `case` on `stack`; never fails: what the turn reported is in `errors`, what kept the
+/// harness from observing it in `harness_errors`.
 pub async fn run(
     stack: &Stack,
     http: &reqwest::Client,
@@ -26,7 +27,7 @@ pub async fn run(
         Ok(id) => id,
         Err(e) => {
             return Observed {
-                errors: vec![format!("reading the audit log: {e}")],
+                harness_errors: vec![format!("reading the audit log: {e}")],
                 ..Observed::default()
             };
         }
@@ -35,13 +36,15 @@ pub async fn run(
     {
         Ok(observed) => observed,
         Err(_) => Observed {
-            errors: vec![format!("no `finish` within {} s", timeout.as_secs())],
+            harness_errors: vec![format!("no `finish` within {} s", timeout.as_secs())],
             ..Observed::default()
         },
     };
     match writes_since(stack, before).await {
         Ok(writes) => observed.writes = writes,
-        Err(e) => observed.errors.push(format!("reading the audit log: {e}")),
+        Err(e) => observed
+            .harness_errors
+            .push(format!("reading the audit log: {e}")),
     }
     observed.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     observed
@@ -52,7 +55,7 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Ins
     let token = match token(&stack.db.ids, &case.user) {
         Ok(t) => t,
         Err(e) => {
-            observed.errors.push(e);
+            observed.harness_errors.push(e);
             return observed;
         }
     };
@@ -70,7 +73,7 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Ins
     {
         Ok(r) => r,
         Err(e) => {
-            observed.errors.push(format!("POST /api/chat: {e}"));
+            observed.harness_errors.push(format!("POST /api/chat: {e}"));
             return observed;
         }
     };
@@ -78,7 +81,7 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Ins
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         observed
-            .errors
+            .harness_errors
             .push(format!("POST /api/chat: {status} {text}"));
         return observed;
     }
@@ -96,7 +99,9 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Ins
                 }
             }
             Err(e) => {
-                observed.errors.push(format!("reading the stream: {e}"));
+                observed
+                    .harness_errors
+                    .push(format!("reading the stream: {e}"));
                 break;
             }
         }
@@ -124,7 +129,7 @@ impl ChunkReader {
             match serde_json::from_slice::<Value>(data) {
                 Ok(chunk) => fold(&chunk, observed),
                 Err(e) => observed
-                    .errors
+                    .harness_errors
                     .push(format!("a chunk that is not JSON: {e}")),
             }
         }
