@@ -355,22 +355,7 @@ async fn run_loop(
             .filter(|c| deps.journal.get(key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
-        // A write already done in this reply (same tool, same arguments) is not done again: a
-        // small model that loops would otherwise write twice under new call ids.
-        let repeats: Vec<bool> = calls
-            .iter()
-            .zip(&inputs)
-            .enumerate()
-            .map(|(at, (call, input))| {
-                write_key(agent, call, input).is_some_and(|key| {
-                    done_writes.contains(&key)
-                        || calls[..at]
-                            .iter()
-                            .zip(&inputs)
-                            .any(|(c, i)| write_key(agent, c, i).as_ref() == Some(&key))
-                })
-            })
-            .collect();
+        let repeats = repeated_writes(agent, &calls, &inputs, &done_writes);
         // Each result is recorded as it arrives; a resumed step runs only the calls it lacks. A
         // write waiting for approval (or a subagent paused on one) has no result yet.
         let results =
@@ -495,6 +480,29 @@ fn write_key(
     let args = input.as_ref().ok()?;
     let tool = agent.tool(&call.name)?;
     (tool.contract.effect == Effect::Write).then(|| (call.name.clone(), args.to_string()))
+}
+
+/// Which of a step's calls repeat a write already done in this reply, or earlier in the step
+/// (same tool, same arguments): those are not done again, since a small model that loops would
+/// otherwise write twice under new call ids.
+fn repeated_writes(
+    agent: &Agent,
+    calls: &[Call],
+    inputs: &[Result<Value, String>],
+    done: &HashSet<(String, String)>,
+) -> Vec<bool> {
+    let keys: Vec<Option<(String, String)>> = calls
+        .iter()
+        .zip(inputs)
+        .map(|(call, input)| write_key(agent, call, input))
+        .collect();
+    keys.iter()
+        .enumerate()
+        .map(|(at, key)| {
+            key.as_ref()
+                .is_some_and(|key| done.contains(key) || keys[..at].contains(&Some(key.clone())))
+        })
+        .collect()
 }
 
 /// What the loop says when the model twice made only calls that cannot run.
