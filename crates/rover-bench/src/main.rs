@@ -31,7 +31,9 @@ use crate::report::{Report, Row};
 use crate::stats::{Sorted, Timing, drive};
 use crate::toolhop::ToolHop;
 use crate::turns::{Stack, StackOptions};
-use crate::world::{DEMO_USERS, World};
+use rover_domain::seed::DEMO_USERS;
+
+use crate::world::World;
 
 /// Benchmarks Rover against RabbitMQ's own RPC round trip, in one run on this machine.
 ///

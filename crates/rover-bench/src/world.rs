@@ -13,17 +13,6 @@ use rover_domain::testing::TestDb;
 use rover_testkit::{TestVhost, TurnKeys};
 use serde::Serialize;
 
-/// Every demo user (README "Talking to it").
-pub(crate) const DEMO_USERS: [&str; 7] = [
-    "admin@hill.school",
-    "kololo.admin@hill.school",
-    "dos@hill.school",
-    "amina@hill.school",
-    "okello@hill.school",
-    "bursar@hill.school",
-    "admin@lakeside.college",
-];
-
 /// A vhost, database and key pair that exist for this run only.
 #[derive(Debug)]
 pub(crate) struct World {

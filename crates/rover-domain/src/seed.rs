@@ -24,6 +24,19 @@ pub const HILL: &str = "Kampala Hill School";
 /// The second school's name: the other tenant.
 pub const LAKESIDE: &str = "Lakeside College";
 
+/// The demo users the README lists, one of each kind of caller: a school admin, a campus admin,
+/// the director of studies, a class teacher who teaches, a teacher, the bursar, the other school's
+/// admin. Tests, the eval and the bench go through all of them.
+pub const DEMO_USERS: [&str; 7] = [
+    "admin@hill.school",
+    "kololo.admin@hill.school",
+    "dos@hill.school",
+    "amina@hill.school",
+    "okello@hill.school",
+    "bursar@hill.school",
+    "admin@lakeside.college",
+];
+
 /// Demo ids are derived from names, so they are the same in every database and seeding twice
 /// inserts nothing new.
 fn demo_uuid(kind: &str, school: &str, name: &str) -> Uuid {
@@ -396,6 +409,9 @@ mod tests {
     #[test]
     fn demo_names_are_unique_and_ids_stable() {
         let ids = DemoIds::new(2026);
+        for email in DEMO_USERS {
+            ids.user(email);
+        }
         assert_eq!(ids.school_of("amina@hill.school"), ids.hill);
         assert_eq!(ids.school_of("admin@lakeside.college"), ids.lakeside);
         assert_eq!(DemoIds::new(2026).class("S1 Blue"), ids.class("S1 Blue"));

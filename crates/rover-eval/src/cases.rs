@@ -153,28 +153,22 @@ mod tests {
     fn the_shipped_file_has_at_least_twenty_cases_of_every_kind() {
         let cases = load(&default_file()).unwrap();
         assert!(cases.len() >= 20, "{} cases", cases.len());
-        for kind in [
+        const KINDS: [Kind; 6] = [
             Kind::Read,
             Kind::Write,
             Kind::Campus,
             Kind::Denial,
             Kind::Delegation,
             Kind::AskUser,
-        ] {
+        ];
+        for kind in KINDS {
             assert!(cases.iter().any(|c| c.kind == kind), "no {kind:?} case");
         }
         // The CI subset runs against the real model in `.ci/run`: at least six cases, one of
         // every kind.
         let ci = select(cases, Some("ci"), &[]);
         assert!(ci.len() >= 6, "{} CI cases", ci.len());
-        for kind in [
-            Kind::Read,
-            Kind::Write,
-            Kind::Campus,
-            Kind::Denial,
-            Kind::Delegation,
-            Kind::AskUser,
-        ] {
+        for kind in KINDS {
             assert!(ci.iter().any(|c| c.kind == kind), "no {kind:?} case in ci");
         }
     }

@@ -10,20 +10,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{Mounts, build_agent};
+use rover_domain::seed::DEMO_USERS;
 use rover_domain::testing::TestDb;
 use serde::Serialize;
 use serde_json::{Value, json};
-
-/// Every demo user (README "Talking to it").
-pub const DEMO_USERS: [&str; 7] = [
-    "admin@hill.school",
-    "kololo.admin@hill.school",
-    "dos@hill.school",
-    "amina@hill.school",
-    "okello@hill.school",
-    "bursar@hill.school",
-    "admin@lakeside.college",
-];
 
 /// One demo user's fixed prompt.
 #[derive(Debug, Clone, Serialize)]

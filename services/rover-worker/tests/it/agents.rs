@@ -6,25 +6,50 @@ use std::collections::BTreeSet;
 use rover_agent::prompt::{inventory, roster};
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{Mounts, build_agent};
+use rover_domain::seed::DEMO_USERS;
 use serde_json::Value;
 
 use crate::helpers::{skills_dir, spawn_stack};
-
-const DEMO_USERS: [&str; 7] = [
-    "admin@hill.school",
-    "kololo.admin@hill.school",
-    "dos@hill.school",
-    "amina@hill.school",
-    "okello@hill.school",
-    "bursar@hill.school",
-    "admin@lakeside.college",
-];
 
 fn tool_names(definitions: &[Value]) -> Vec<String> {
     definitions
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// What a prompt cache can reuse: every demo user's prompt starts with the same fixed rules, up
+/// to the tool list, and the runtime context (what changes with the caller) comes last.
+#[tokio::test]
+async fn every_prompt_starts_with_the_same_rules_and_ends_with_the_runtime_context() {
+    let stack = spawn_stack().await;
+    let skills = SkillLibrary::load(&skills_dir()).unwrap();
+    let mut rules = None;
+    for email in DEMO_USERS {
+        let context = stack.context(email).await;
+        let agent = build_agent(&context, &skills, Mounts { sandbox: false });
+        let prompts = std::iter::once(&agent).chain(&agent.subagents);
+        for prompt in prompts.map(|a| a.system_prompt.as_str()) {
+            assert!(
+                prompt.ends_with("</runtime_context>\n"),
+                "{email}: {prompt}"
+            );
+            assert_eq!(prompt.matches("<runtime_context>").count(), 1);
+        }
+        let (fixed, _) = agent
+            .system_prompt
+            .split_once(rover_agent::prompt::TOOLS_HEADING)
+            .expect("a tool list");
+        assert!(
+            fixed.contains("never write a tool's result")
+                || fixed.contains("Never write a tool's result")
+        );
+        assert_eq!(
+            rules.get_or_insert_with(|| fixed.to_owned()),
+            fixed,
+            "{email}: the rules before the tool list differ"
+        );
+    }
 }
 
 #[tokio::test]
