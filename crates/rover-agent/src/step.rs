@@ -168,23 +168,12 @@ pub(crate) async fn stream_step(
 
 /// A model call's answer as far as it has streamed: the text shown, the text kept back as a
 /// possible call, the native calls.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Partial {
     text: String,
     holdback: Holdback,
     calls: BTreeMap<u32, Call>,
     finish_reason: Option<String>,
-}
-
-impl Default for Partial {
-    fn default() -> Self {
-        Self {
-            text: String::new(),
-            holdback: Holdback::new(false),
-            calls: BTreeMap::new(),
-            finish_reason: None,
-        }
-    }
 }
 
 impl Partial {
@@ -272,7 +261,6 @@ async fn read_step(
         holdback,
         calls,
         finish_reason,
-        ..
     } = partial;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;

@@ -193,6 +193,13 @@ enum State {
     Holding,
 }
 
+impl Default for Holdback {
+    /// Keeps back nothing.
+    fn default() -> Self {
+        Self::new(false)
+    }
+}
+
 impl Holdback {
     /// A holdback that keeps back text only when `enabled`.
     pub(crate) fn new(enabled: bool) -> Self {
