@@ -11,7 +11,7 @@ use rover_contracts::wire::{FinishReason, TurnEventKind, TurnInput};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentTool};
 use crate::approval::{self, Gate};
 use crate::deps::{Emitted, TurnDeps, record};
 use crate::journal::MODEL_PART;
@@ -54,6 +54,18 @@ enum Settled {
     Pending { approval_id: Option<String> },
 }
 
+/// A call as `Agent::check_call` found it: the tool and the arguments, or why it cannot run (the
+/// arguments are not JSON, no such tool, arguments its schema refuses). Every call is checked
+/// once, in the loop, before anything else looks at it.
+type Checked<'a> = Result<(&'a AgentTool, Value), String>;
+
+/// Checks `call` (its arguments already parsed, or why not).
+fn check<'a>(agent: &'a Agent, call: &Call, input: &Result<Value, String>) -> Checked<'a> {
+    let args = input.clone()?;
+    let tool = agent.check_call(&call.name, &args)?;
+    Ok((tool, args))
+}
+
 /// Runs one call of a step, or replays its recorded result; a write asks the approval gate
 /// first. Every result is recorded before the loop moves on.
 async fn settle(
@@ -61,7 +73,7 @@ async fn settle(
     key: &str,
     step: u32,
     call: &Call,
-    input: Result<Value, String>,
+    checked: Checked<'_>,
     repeat: bool,
     deps: TurnDeps<'_>,
 ) -> Result<Settled, ModelError> {
@@ -102,12 +114,8 @@ async fn settle(
             prior: false,
         });
     }
-    let checked = input
-        .as_ref()
-        .ok()
-        .map(|args| agent.check_call(&call.name, args));
-    let gated = match (&input, deps.approvals, checked) {
-        (Ok(args), Some(gate), Some(Ok(tool)))
+    let gated = match (&checked, deps.approvals) {
+        (Ok((tool, args)), Some(gate))
             if tool.contract.effect == Effect::Write
                 && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
         {
@@ -128,7 +136,7 @@ async fn settle(
         }
         Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
         Gate::Refused(error) => (AgentToolResult::error(error), false),
-        Gate::Run => match execute(agent, call, input, deps).await {
+        Gate::Run => match execute(agent, call, checked, deps).await {
             Some(envelope) => (envelope, false),
             None => return Ok(Settled::Pending { approval_id: None }),
         },
@@ -321,11 +329,12 @@ async fn run_loop(
             .iter()
             .map(|c| parse_arguments(&c.arguments))
             .collect();
-        let refused = calls.iter().zip(&inputs).all(|(call, input)| {
-            input
-                .as_ref()
-                .map_or(true, |args| agent.check_call(&call.name, args).is_err())
-        });
+        let checked: Vec<Checked<'_>> = calls
+            .iter()
+            .zip(&inputs)
+            .map(|(call, input)| check(agent, call, input))
+            .collect();
+        let refused = checked.iter().all(Result::is_err);
         refused_steps = if refused { refused_steps + 1 } else { 0 };
         for (call, input) in calls.iter().zip(&inputs) {
             let input = input
@@ -340,7 +349,7 @@ async fn run_loop(
         // `ask_user` alone ends the turn waiting: its answer arrives as the next message, the one
         // result the step lacks. Beside other calls it is refused with an error result (below),
         // so every call of a step always has its result and the thread stays valid.
-        if asks_alone(agent, &calls, &inputs) && !deps.stop.is_requested() {
+        if asks_alone(&calls, &checked) && !deps.stop.is_requested() {
             emit_step(TurnEventKind::FinishStep);
             return Ok(Outcome {
                 messages: added,
@@ -355,30 +364,31 @@ async fn run_loop(
             .filter(|c| deps.journal.get(key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
-        let repeats = repeated_writes(agent, &calls, &inputs, &done_writes);
+        let repeats = repeated_writes(&calls, &checked, &done_writes);
         // Each result is recorded as it arrives; a resumed step runs only the calls it lacks. A
         // write waiting for approval (or a subagent paused on one) has no result yet.
-        let results =
-            futures::future::join_all(calls.iter().zip(inputs).zip(&repeats).map(
-                |((call, input), repeat)| settle(agent, key, step, call, input, *repeat, deps),
-            ))
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
+        let results = futures::future::join_all(calls.iter().zip(&checked).zip(&repeats).map(
+            |((call, checked), repeat)| {
+                settle(agent, key, step, call, checked.clone(), *repeat, deps)
+            },
+        ))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
         // A subagent that spent the turn's budget failed its `task`; the turn stops here too.
         if let Some(spent) = deps.budget.exhausted() {
             return Err(spent.into());
         }
         let mut paused = false;
         let mut live = !prior;
-        for (call, settled) in calls.iter().zip(results) {
+        for ((call, settled), checked) in calls.iter().zip(results).zip(&checked) {
             if let Settled::Done {
                 envelope,
                 denied: false,
                 ..
             } = &settled
                 && !envelope.is_error()
-                && let Some(key) = write_key(agent, call, &parse_arguments(&call.arguments))
+                && let Some(key) = write_key(call, checked)
             {
                 done_writes.insert(key);
             }
@@ -472,13 +482,8 @@ async fn run_loop(
 
 /// A write call's tool and arguments (canonical JSON), the key under which it runs once per loop;
 /// `None` for anything but a write the agent has.
-fn write_key(
-    agent: &Agent,
-    call: &Call,
-    input: &Result<Value, String>,
-) -> Option<(String, String)> {
-    let args = input.as_ref().ok()?;
-    let tool = agent.tool(&call.name)?;
+fn write_key(call: &Call, checked: &Checked<'_>) -> Option<(String, String)> {
+    let (tool, args) = checked.as_ref().ok()?;
     (tool.contract.effect == Effect::Write).then(|| (call.name.clone(), args.to_string()))
 }
 
@@ -486,15 +491,14 @@ fn write_key(
 /// (same tool, same arguments): those are not done again, since a small model that loops would
 /// otherwise write twice under new call ids.
 fn repeated_writes(
-    agent: &Agent,
     calls: &[Call],
-    inputs: &[Result<Value, String>],
+    checked: &[Checked<'_>],
     done: &HashSet<(String, String)>,
 ) -> Vec<bool> {
     let keys: Vec<Option<(String, String)>> = calls
         .iter()
-        .zip(inputs)
-        .map(|(call, input)| write_key(agent, call, input))
+        .zip(checked)
+        .map(|(call, checked)| write_key(call, checked))
         .collect();
     keys.iter()
         .enumerate()
@@ -552,13 +556,8 @@ const ASK_ALONE: &str = "The question was not asked: ask_user must be the only t
 
 /// Whether the step is one valid `ask_user` call and nothing else: only then does the turn end
 /// waiting for the answer.
-fn asks_alone(agent: &Agent, calls: &[Call], inputs: &[Result<Value, String>]) -> bool {
-    match (calls, inputs) {
-        ([call], [Ok(args)]) if call.name == ASK_USER => agent
-            .tool(ASK_USER)
-            .is_some_and(|tool| crate::agent::validate_arguments(tool, args).is_ok()),
-        _ => false,
-    }
+fn asks_alone(calls: &[Call], checked: &[Checked<'_>]) -> bool {
+    matches!((calls, checked), ([call], [Ok(_)]) if call.name == ASK_USER)
 }
 
 /// Runs one tool call and returns the envelope the model reads. Never fails: every failure is an
@@ -566,7 +565,7 @@ fn asks_alone(agent: &Agent, calls: &[Call], inputs: &[Result<Value, String>]) -
 async fn execute(
     agent: &Agent,
     call: &Call,
-    input: Result<Value, String>,
+    checked: Checked<'_>,
     deps: TurnDeps<'_>,
 ) -> Option<AgentToolResult<Value>> {
     let span = tracing::info_span!(
@@ -584,7 +583,7 @@ async fn execute(
         span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
     }
     let started = Instant::now();
-    let (event, outcome, result) = run_tool(agent, call, input, deps)
+    let (event, outcome, result) = run_tool(agent, call, checked, deps)
         .instrument(span.clone())
         .await;
     span.record("rover.tool.outcome", outcome);
@@ -599,21 +598,11 @@ async fn execute(
 async fn run_tool<'c>(
     agent: &Agent,
     call: &'c Call,
-    input: Result<Value, String>,
+    checked: Checked<'_>,
     deps: TurnDeps<'_>,
 ) -> (&'c str, &'static str, Option<AgentToolResult<Value>>) {
-    let args = match input {
-        Ok(args) => args,
-        Err(error) => {
-            return (
-                event_of(agent, &call.name),
-                "invalid",
-                Some(AgentToolResult::error(error)),
-            );
-        }
-    };
-    let tool = match agent.check_call(&call.name, &args) {
-        Ok(tool) => tool,
+    let (tool, args) = match checked {
+        Ok(checked) => checked,
         Err(error) => {
             return (
                 event_of(agent, &call.name),
