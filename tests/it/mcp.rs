@@ -345,3 +345,99 @@ async fn mcp_needs_a_bearer_token_and_says_where_to_get_one() {
     let report = mcp(&stack, "-", json!([])).await;
     assert_eq!(report["connectError"]["code"], 401, "{report:#}");
 }
+
+/// Runs one `tools/call` through the official SDK v2 (protocol 2026-07-28, elicitation) as the
+/// demo user `email`, answering any approval question with `answer`.
+async fn mcp_v2(stack: &Stack, email: &str, answer: &str, call: Value) -> Value {
+    let dir = node_packages().await;
+    let mut node = Command::new("node");
+    node.current_dir(&dir).args([
+        "mcp-approval.mjs",
+        &format!("http://{}", stack.gateway),
+        &stack.token(email),
+        answer,
+        &call.to_string(),
+    ]);
+    let output = run(node, "node mcp-approval.mjs", MCP_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}\n{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}\n{stderr}"));
+    assert!(report["thrown"].is_null(), "{report:#}");
+    assert_eq!(report["protocolVersion"], "2026-07-28", "{report:#}");
+    report
+}
+
+#[tokio::test]
+async fn mcp_writes_obey_the_schools_approval_policy() {
+    let stack = Stack::start().await;
+    let hill = stack.db.ids.hill.as_uuid();
+    crate::approvals::require_approvals(&stack, hill).await;
+    let departments = |name: &str| {
+        format!("SELECT count(*) FROM departments WHERE name = '{name}' AND school_id = '{hill}'")
+    };
+    let audit = "SELECT count(*) FROM audit_log WHERE event = 'create.department'";
+    let admin = "admin@hill.school";
+
+    // A client that cannot be asked (SDK v1, 2025-11-25): refused, told why and where, nothing
+    // written.
+    let steps = mcp_as(
+        &stack,
+        admin,
+        json!([
+            { "op": "list" },
+            { "op": "call", "name": "create_department", "arguments": { "name": "Unasked" } },
+            { "op": "call", "name": "list_departments" },
+        ]),
+    )
+    .await;
+    let refused = envelope(&steps[1]);
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("approval")
+            && error.contains("chat")
+            && error.contains("Nothing was changed"),
+        "{refused:#}"
+    );
+    assert_eq!(
+        envelope(&steps[2])["scopeContext"],
+        "across the whole school",
+        "reads run"
+    );
+    assert_eq!(stack.count(&departments("Unasked")).await, 0);
+    assert_eq!(stack.count(audit).await, 0);
+
+    // A client that can be asked: the question shows exactly what will run; declining (in any
+    // of the three ways) writes nothing.
+    let call = json!({ "name": "create_department", "arguments": { "name": "Asked" } });
+    for answer in ["decline", "cancel", "refuse"] {
+        let report = mcp_v2(&stack, admin, answer, call.clone()).await;
+        let asked = report["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{report:#}");
+        let message = asked[0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("create_department") && message.contains("\"name\": \"Asked\""),
+            "{message}"
+        );
+        assert_eq!(report["result"]["isError"], true, "{report:#}");
+        assert!(
+            report["result"]["structuredContent"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("declined")),
+            "{report:#}"
+        );
+    }
+    assert_eq!(stack.count(&departments("Asked")).await, 0);
+    assert_eq!(stack.count(audit).await, 0);
+
+    // Approved: the retried call runs once, with its audit row.
+    let report = mcp_v2(&stack, admin, "approve", call).await;
+    assert_eq!(report["result"]["isError"], false, "{report:#}");
+    assert_eq!(
+        report["result"]["structuredContent"]["data"]["name"], "Asked",
+        "{report:#}"
+    );
+    assert_eq!(stack.count(&departments("Asked")).await, 1);
+    assert_eq!(stack.count(audit).await, 1);
+}

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use rover_contracts::context::CallScope;
-use rover_contracts::ids::{ToolCallId, TurnId};
+use rover_contracts::ids::{ThreadId, ToolCallId, TurnId};
 use rover_contracts::tools::{CreateDepartmentArgs, NoArgs};
 use rover_domain::Actor;
 use rover_domain::audit::AuditEntry;
-use rover_domain::call::{CallReads, begin_call, finish_write};
+use rover_domain::call::{ApprovalRead, CallReads, begin_call, finish_write};
 use rover_settings::{DatabaseSettings, Secret};
 
 use crate::toolhop::{POOL_SIZE, READER, WRITE_EVENT, WRITER};
@@ -47,6 +47,7 @@ impl SqlOnly {
         let reads = CallReads {
             policy: true,
             inbox: None,
+            approval: None,
         };
         let mut start = begin_call(&self.pool, scope.school_id, reads)
             .await
@@ -61,18 +62,29 @@ impl SqlOnly {
     /// and inbox rows, `COMMIT`.
     pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
         let (actor, scope) = &self.writer;
-        let call_id = ToolCallId::for_turn(TurnId::new(), &format!("sql_{n}"));
-        let reads = CallReads {
-            policy: true,
-            inbox: Some(&call_id),
-        };
-        let mut start = begin_call(&self.pool, scope.school_id, reads)
-            .await
-            .map_err(|e| e.to_string())?;
+        let turn = TurnId::new();
+        let model_call_id = format!("sql_{n}");
+        let call_id = ToolCallId::for_turn(turn, &model_call_id);
         let name = format!(
             "SQL {n} {}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        let input = serde_json::json!({ "name": name });
+        let reads = CallReads {
+            policy: true,
+            inbox: Some(&call_id),
+            approval: Some(ApprovalRead {
+                tool: "create_department",
+                call_id: &model_call_id,
+                turn,
+                thread: ThreadId::new(),
+                user: actor.user_id,
+                input: &input,
+            }),
+        };
+        let mut start = begin_call(&self.pool, scope.school_id, reads)
+            .await
+            .map_err(|e| e.to_string())?;
         let args = CreateDepartmentArgs { name };
         let written = rover_domain::create_department(&mut start.tx, actor, scope, &args)
             .await

@@ -51,6 +51,18 @@ pub struct TurnGrant {
     pub scope: CallScope,
 }
 
+/// A staff member's approval of one write, carried in the identity of the call it approves: the
+/// gateway signs it after the staff member said yes in their MCP client (chat approvals are rows in
+/// Postgres instead). The tool server runs a write whose policy needs approval only if this names
+/// the very call id and the exact input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovedCall {
+    /// The call id on the wire (`<turn>/<call>`).
+    pub call_id: crate::ids::ToolCallId,
+    /// The arguments approved, exactly.
+    pub input: serde_json::Value,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Claims {
     iss: String,
@@ -62,6 +74,8 @@ struct Claims {
     thread: ThreadId,
     identity: Identity,
     scope: CallScope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approved: Option<ApprovedCall>,
 }
 
 /// Why a key could not be loaded.
@@ -131,6 +145,39 @@ impl TurnSigner {
         issued_at: DateTime<Utc>,
         ttl: Duration,
     ) -> Result<SignedTurnIdentity, KeyError> {
+        self.sign(grant, None, issued_at, ttl)
+    }
+
+    /// A secret derived from the private key for `label`: the key's (deterministic, RFC 8032)
+    /// Ed25519 signature of the label, so every replica holding the key derives the same secret
+    /// and no one without it can.
+    pub fn derive_secret(&self, label: &str) -> Result<Vec<u8>, KeyError> {
+        jsonwebtoken::crypto::sign(label.as_bytes(), &self.key, Algorithm::EdDSA)
+            .map(String::into_bytes)
+            .map_err(|source| KeyError {
+                which: "private",
+                source,
+            })
+    }
+
+    /// Signs `grant` with the staff member's approval of one write of its turn.
+    pub fn mint_approved(
+        &self,
+        grant: TurnGrant,
+        approved: ApprovedCall,
+        issued_at: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<SignedTurnIdentity, KeyError> {
+        self.sign(grant, Some(approved), issued_at, ttl)
+    }
+
+    fn sign(
+        &self,
+        grant: TurnGrant,
+        approved: Option<ApprovedCall>,
+        issued_at: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Result<SignedTurnIdentity, KeyError> {
         let claims = Claims {
             iss: ISSUER.to_owned(),
             aud: AUDIENCE.to_owned(),
@@ -141,6 +188,7 @@ impl TurnSigner {
             thread: grant.thread_id,
             identity: grant.identity,
             scope: grant.scope,
+            approved,
         };
         jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &self.key)
             .map(SignedTurnIdentity)
@@ -253,6 +301,14 @@ impl VerifiedTurnIdentity {
     /// The thread of that turn.
     pub fn thread_id(&self) -> ThreadId {
         self.claims.thread
+    }
+
+    /// Whether the identity carries the staff member's approval of exactly this call and input.
+    pub fn approves(&self, call_id: &crate::ids::ToolCallId, input: &serde_json::Value) -> bool {
+        self.claims
+            .approved
+            .as_ref()
+            .is_some_and(|approved| &approved.call_id == call_id && &approved.input == input)
     }
 
     /// When it stops being valid.

@@ -365,12 +365,16 @@ pub enum ToolOutcome {
     NotFound,
     /// Conflicts with existing data.
     Conflict,
+    /// A write the school's policy says needs the staff member's approval, sent without one
+    /// bound to this very call: nothing ran.
+    ApprovalRequired,
     /// Failed for another reason.
     Error,
 }
 
 impl ToolOutcome {
-    /// The outcome as a metric label (`ok`, `denied`, `invalid`, `not_found`, `conflict`, `error`).
+    /// The outcome as a metric label (`ok`, `denied`, `invalid`, `not_found`, `conflict`,
+    /// `approval_required`, `error`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
@@ -378,6 +382,7 @@ impl ToolOutcome {
             Self::Invalid => "invalid",
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
+            Self::ApprovalRequired => "approval_required",
             Self::Error => "error",
         }
     }

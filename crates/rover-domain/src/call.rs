@@ -1,11 +1,11 @@
 //! One tool call's database work in as few round trips as it can take: [`begin_call`] opens the
 //! tenant transaction, checks the school, reads the live policy rows and (for a write) locks the
-//! call id and reads its stored reply — all in **one** round trip; [`finish_write`] records the
+//! call id, reads its stored reply and its approval — all in **one** round trip; [`finish_write`] records the
 //! audit row and the inbox row in one statement. So a read is two round trips before its answer
 //! (this and the query), and a write four (this, the write, [`finish_write`], `COMMIT`).
 
 use rover_authz::{PolicyRow, RoleAssignment};
-use rover_contracts::ids::{SchoolId, ToolCallId, UserId};
+use rover_contracts::ids::{SchoolId, ThreadId, ToolCallId, TurnId, UserId};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row as _};
@@ -23,6 +23,36 @@ pub struct CallReads<'a> {
     pub policy: bool,
     /// Lock this call id for the transaction and read its stored reply (a write).
     pub inbox: Option<&'a ToolCallId>,
+    /// Read whether this write needs approval, and whether it has one (a write).
+    pub approval: Option<ApprovalRead<'a>>,
+}
+
+/// A write about to run, as its approval is looked up: the school's policy for the tool, and an
+/// approved row bound to this very call — the turn it was given to, the call id, the exact input,
+/// the staff member and the chat.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRead<'a> {
+    /// The tool's name (the policy's key).
+    pub tool: &'a str,
+    /// The model's call id (the approval row's `call_id`: the wire id without its turn).
+    pub call_id: &'a str,
+    /// The turn running the call: the only one an approval may be consumed by.
+    pub turn: TurnId,
+    /// The chat.
+    pub thread: ThreadId,
+    /// The staff member.
+    pub user: UserId,
+    /// The arguments, exactly as they will run.
+    pub input: &'a Value,
+}
+
+/// A write's approval, as read with the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalStatus {
+    /// The school's policy asks for approval of this tool (its row, else `*`, else yes).
+    pub needed: bool,
+    /// An approved row is bound to this very call, turn, input, user and chat.
+    pub approved: bool,
 }
 
 /// A stored reply, with who the call ran for: it may be returned only to the same actor and
@@ -48,6 +78,8 @@ pub struct CallStart {
     pub authz: Option<(Vec<PolicyRow>, Vec<RoleAssignment>)>,
     /// The call id's stored reply, if asked for and the call already ran.
     pub stored: Option<StoredReply>,
+    /// The write's approval, if asked for.
+    pub approval: Option<ApprovalStatus>,
 }
 
 /// Opens the tenant transaction of a tool call and reads what the call needs before it runs, in
@@ -101,11 +133,22 @@ pub async fn begin_call(
         Some(_) => stored_reply(&context)?,
         None => None,
     };
+    let approval = match reads.approval {
+        Some(_) => Some(ApprovalStatus {
+            needed: context
+                .try_get::<Option<String>, _>("approval_mode")?
+                .as_deref()
+                != Some("never"),
+            approved: context.try_get("approved")?,
+        }),
+        None => None,
+    };
     Ok(CallStart {
         tx,
         school_exists: context.try_get("school_exists")?,
         authz: reads.policy.then(|| from_rows(authz_rows)).transpose()?,
         stored,
+        approval,
     })
 }
 
@@ -122,14 +165,35 @@ fn stored_reply(context: &PgRow) -> Result<Option<StoredReply>, DomainError> {
     }))
 }
 
-/// The call id as a SQL expression: hex in the SQL, decoded by Postgres.
-fn call_id_sql(call_id: &ToolCallId) -> String {
-    let hex: String = call_id
-        .as_str()
-        .bytes()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+/// Text as a SQL expression: hex in the SQL, decoded by Postgres, so nothing a caller sent is
+/// read as SQL.
+fn text_sql(text: &str) -> String {
+    let hex: String = text.bytes().map(|byte| format!("{byte:02x}")).collect();
     format!("convert_from(decode('{hex}', 'hex'), 'UTF8')")
+}
+
+/// The call id as a SQL expression.
+fn call_id_sql(call_id: &ToolCallId) -> String {
+    text_sql(call_id.as_str())
+}
+
+/// The approval columns of the opening query: the policy's mode for the tool, and whether an
+/// approved row is bound to this very call (`crate::approvals::approval_for` writes them;
+/// `approvals_consumed_idx` finds one).
+fn approval_sql(read: &ApprovalRead<'_>) -> String {
+    let tool = text_sql(read.tool);
+    let call = text_sql(read.call_id);
+    let input = text_sql(&read.input.to_string());
+    format!(
+        ", (SELECT mode FROM tool_approval_policy WHERE tool = {tool} OR tool = '*' \
+              ORDER BY (tool = '*') LIMIT 1) AS approval_mode, \
+           EXISTS (SELECT 1 FROM approvals WHERE consumer_turn_id = '{turn}' \
+              AND call_id = {call} AND state = 'approved' AND user_id = '{user}' \
+              AND thread_id = '{thread}' AND input = ({input})::jsonb) AS approved",
+        turn = read.turn.as_uuid(),
+        user = read.user.as_uuid(),
+        thread = read.thread.as_uuid(),
+    )
 }
 
 fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
@@ -138,6 +202,9 @@ fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
     let mut context = format!(
         "SELECT {BYPASSES_RLS} AS bypasses_rls, EXISTS (SELECT 1 FROM schools) AS school_exists"
     );
+    if let Some(read) = &reads.approval {
+        context.push_str(&approval_sql(read));
+    }
     if let Some(call_id) = reads.inbox {
         let call = call_id_sql(call_id);
         // The same lock key as `inbox::find`, so both paths serialise one call id.

@@ -291,6 +291,8 @@ impl App {
     /// Loads keys, connects to the broker (declaring the topology) and the database, and binds.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let signer = settings.identity.signer()?;
+        let questions = mcp::approval::Questions::new(&signer)
+            .context("Failed to derive the MCP approval secret from the identity key")?;
         let auth = auth::Authenticator::new(&settings.auth)
             .context("Failed to set up token verification")?;
         let proxies = limits::TrustedProxies::parse(&settings.http.trusted_proxies)
@@ -323,6 +325,7 @@ impl App {
             topology,
             auth,
             signer,
+            questions,
             metrics,
             registry,
         }));

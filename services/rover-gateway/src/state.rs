@@ -11,6 +11,7 @@ use crate::Settings;
 use crate::auth::Authenticator;
 use crate::events::TurnEvents;
 use crate::limits::{StreamSlots, TrustedProxies};
+use crate::mcp::approval::Questions;
 
 /// Cheap to clone; handlers get it through axum's `State`.
 #[derive(Debug, Clone)]
@@ -33,6 +34,8 @@ pub struct Shared {
     pub auth: Authenticator,
     /// Signs turn identities with the gateway's Ed25519 key.
     pub signer: TurnSigner,
+    /// Asks MCP clients for approvals and reads their answers (a secret derived from `signer`).
+    pub questions: Questions,
     /// The chat metrics this gateway moves.
     pub metrics: GatewayMetrics,
     /// Everything `/metrics` renders.

@@ -4,7 +4,12 @@
 //! 2. validate the arguments against the tool's schema (unknown fields are errors);
 //! 3. fail closed when the identity's tenant does not exist;
 //! 4. (writes) return the stored reply if this call id already ran — nothing runs twice;
-//! 5. rebuild the permission check inside the tenant scope from live policy rows;
+//! 5. rebuild the permission check inside the tenant scope from live policy rows; then, for a
+//!    write whose school's policy asks for approval, require an approval bound to this very call
+//!    (an approved row given to this turn for this call id, input, user and chat; or, over MCP, an
+//!    approval the gateway signed into the call's identity) — else `approval_required`, nothing
+//!    runs. This is the one place approval is decided: chat, subagents, MCP and whatever comes
+//!    next pass it;
 //! 6. run the posture: *policy* — the casbin gate, then the domain function in the tenant frame;
 //!    *relationship* — the domain function asserts ownership itself;
 //! 7. on a successful write, commit the write, exactly one audit row and the inbox row in one
@@ -21,7 +26,7 @@ use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdent
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::AuditEntry;
-use rover_domain::call::{CallReads, CallStart, begin_call, finish_write};
+use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call, finish_write};
 use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
@@ -42,6 +47,16 @@ impl Failure {
         Self {
             outcome: ToolOutcome::Denied,
             message: format!("Permission denied: {what}"),
+        }
+    }
+
+    fn approval_required(tool: &str) -> Self {
+        Self {
+            outcome: ToolOutcome::ApprovalRequired,
+            message: format!(
+                "Not done: the school requires the staff member's approval for {tool}, and this \
+                 call carried none. Nothing was changed."
+            ),
         }
     }
 
@@ -261,15 +276,29 @@ impl Pipeline {
             _ => None,
         };
         let school = verified.scope().school_id;
+        let model_call_id = call
+            .call_id
+            .as_str()
+            .strip_prefix(&format!("{}/", verified.turn_id()))
+            .unwrap_or_default();
         let reads = CallReads {
             policy: policy.is_some(),
             inbox: is_write.then_some(&call.call_id),
+            approval: is_write.then_some(ApprovalRead {
+                tool: tool.contract.name,
+                call_id: model_call_id,
+                turn: verified.turn_id(),
+                thread: verified.thread_id(),
+                user: verified.identity().user_id,
+                input: &call.args,
+            }),
         };
         let CallStart {
             mut tx,
             school_exists,
             authz,
             stored,
+            approval,
         } = begin_call(&self.pool, school, reads)
             .instrument(tracing::info_span!("rover.toolserver.tenant", school_id = %school))
             .await?;
@@ -293,6 +322,17 @@ impl Pipeline {
         if let (Some(permission), Some((policies, assignments))) = (policy, authz) {
             self.authorize(&verified, permission, &policies, &assignments)
                 .await?;
+        }
+        if let Some(status) = approval
+            && status.needed
+            && !status.approved
+            && !verified.approves(&call.call_id, &call.args)
+        {
+            tracing::info!(
+                tool = tool.contract.name,
+                "write refused: no approval bound to this call"
+            );
+            return Err(Failure::approval_required(tool.contract.name));
         }
         let actor = Actor::from(verified.identity());
         let scope = verified.scope();

@@ -10,6 +10,7 @@
 //! - **`tools/call`** ([`server`]): a turn identity signed for the one call, through the tool
 //!   server's `execute()`; the envelope comes back as `structuredContent`.
 
+pub mod approval;
 pub mod catalogue;
 pub mod server;
 

@@ -5,6 +5,11 @@
 //! identity and call scope, minted from live rows like a chat turn's, and a call id scoped to that
 //! turn (`<turn>/mcp`), so the tool server's identity check, live policy, RLS, audit row and inbox
 //! apply unchanged. Nothing is stored in conversations: an MCP call has no thread to keep.
+//!
+//! A write the tool server refuses with `approval_required` is asked about ([`approval`]): over the
+//! 2026-07-28 `input_required` round trip when the client can elicit, else as an `isError` result
+//! that says where approval can be given. The answer comes back as an approval signed into the
+//! retried call's identity; the tool server, not this module, decides whether it suffices.
 
 use std::time::Duration;
 
@@ -12,20 +17,21 @@ use axum::http::request::Parts;
 use chrono::Utc;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rover_contracts::AgentToolResult;
-use rover_contracts::identity::TurnGrant;
+use rover_contracts::identity::{ApprovedCall, TurnGrant};
 use rover_contracts::ids::{ThreadId, ToolCallId, TurnId};
 use rover_contracts::tools::ToolContract;
-use rover_contracts::wire::{self, ToolCall, ToolReply};
+use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_messaging::{RpcClient, RpcOptions};
 use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::RequestSpan;
+use super::approval::Answer;
 use super::catalogue;
 use crate::auth::Principal;
 use crate::caller::{self, Caller};
@@ -41,6 +47,14 @@ pub struct McpServer {
     state: AppState,
     rpc: RpcClient,
     exchange: String,
+}
+
+/// One round of a `tools/call`: the staff member's answer to an approval question, if this round
+/// carries one, and whether the client can be asked.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    answer: Option<Answer>,
+    can_ask: bool,
 }
 
 impl McpServer {
@@ -89,9 +103,14 @@ impl McpServer {
         principal: Principal,
         contract: &'static ToolContract,
         arguments: Value,
-    ) -> Result<CallToolResult, ErrorData> {
+        round: Round,
+    ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.caller(&principal).await?;
-        let turn = TurnId::new();
+        // An approved retry runs in the turn it was asked in: the same call id, so it runs once.
+        let turn = match round.answer {
+            Some(Answer::Approved(turn)) => turn,
+            _ => TurnId::new(),
+        };
         tracing::Span::current().record("turn_id", tracing::field::display(turn));
         let settings = &self.state.settings;
         let grant = TurnGrant {
@@ -100,18 +119,25 @@ impl McpServer {
             identity: caller.identity(),
             scope: caller.scope(),
         };
-        let identity = self
-            .state
-            .signer
-            .mint(grant, Utc::now(), identity_ttl(settings))
-            .map_err(|e| rpc_error(ApiError::internal(e)))?;
-        let event = contract.event().unwrap_or_default();
         let call_id = ToolCallId::for_turn(turn, CALL_ID);
+        let (now, ttl) = (Utc::now(), identity_ttl(settings));
+        let identity = match round.answer {
+            Some(Answer::Approved(_)) => {
+                let approved = ApprovedCall {
+                    call_id: call_id.clone(),
+                    input: arguments.clone(),
+                };
+                self.state.signer.mint_approved(grant, approved, now, ttl)
+            }
+            _ => self.state.signer.mint(grant, now, ttl),
+        }
+        .map_err(|e| rpc_error(ApiError::internal(e)))?;
+        let event = contract.event().unwrap_or_default();
         let call = ToolCall {
             call_id: call_id.clone(),
             event: event.to_owned(),
             identity,
-            args: arguments,
+            args: arguments.clone(),
         };
         let reply = self
             .rpc
@@ -123,8 +149,38 @@ impl McpServer {
         let (outcome, envelope) = ToolReply::read(reply.as_deref().ok());
         tracing::Span::current().record("rover.tool.outcome", outcome);
         tracing::info!(outcome, "MCP tool call done");
-        Ok(result(envelope))
+        if outcome == ToolOutcome::ApprovalRequired.as_str() && round.answer.is_none() {
+            if round.can_ask {
+                tracing::info!("asking the MCP client for approval");
+                let question =
+                    self.state
+                        .questions
+                        .ask(principal.user_id, turn, contract, &arguments)?;
+                return Ok(question.into());
+            }
+            return Ok(result(AgentToolResult::error(cannot_ask(contract))).into());
+        }
+        Ok(result(envelope).into())
     }
+}
+
+/// What a client that cannot be asked reads when a write needs approval.
+fn cannot_ask(contract: &ToolContract) -> String {
+    format!(
+        "Not done: your school requires your approval before {} runs, and this MCP client \
+         cannot ask for it (approval over MCP needs protocol version 2026-07-28 with \
+         elicitation). Nothing was changed. Ask Rover in the Hub's chat, where you can approve \
+         it, or ask a school administrator about the approval policy.",
+        contract.name
+    )
+}
+
+/// What a declined approval answers.
+fn declined(contract: &ToolContract) -> CallToolResult {
+    result(AgentToolResult::error(format!(
+        "Not done: you declined {}, so nothing was changed.",
+        contract.name
+    )))
 }
 
 /// The envelope as MCP returns it: `structuredContent` (what `outputSchema` describes), the same
@@ -214,6 +270,29 @@ impl rmcp::ServerHandler for McpServer {
             ErrorData::invalid_params(format!("There is no tool `{name}`."), None)
         })?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let answer = match request.request_state.as_deref() {
+            Some(state) => Some(self.state.questions.answer(
+                principal.user_id,
+                contract,
+                &arguments,
+                state,
+                request.input_responses.as_ref(),
+            )?),
+            None => None,
+        };
+        if answer == Some(Answer::Declined) {
+            tracing::info!(tool = contract.name, "MCP approval declined");
+            return Ok(declined(contract).into());
+        }
+        let round = Round {
+            answer,
+            can_ask: context
+                .protocol_version()
+                .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28)
+                && context
+                    .client_capabilities()
+                    .is_some_and(|capabilities| capabilities.elicitation.is_some()),
+        };
         let span = tracing::info_span!(
             parent: &request_span(&context),
             "rover.gateway.mcp.call_tool",
@@ -222,10 +301,9 @@ impl rmcp::ServerHandler for McpServer {
             turn_id = tracing::field::Empty,
             rover.tool.outcome = tracing::field::Empty,
         );
-        self.call(principal, contract, arguments)
+        self.call(principal, contract, arguments, round)
             .instrument(span)
             .await
-            .map(CallToolResponse::from)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

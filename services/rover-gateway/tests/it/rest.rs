@@ -101,6 +101,8 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
         topology,
         auth,
         signer: keys.signer(),
+        questions: rover_gateway::mcp::approval::Questions::new(&keys.signer())
+            .expect("the approval secret derives"),
         metrics,
         registry,
     }));

@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod approval;
 mod audit;
 mod identity;
 mod operations;
