@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { Chat } from './Chat.jsx';
 import { SignIn } from './SignIn.jsx';
-import { chatIdFromUrl, loadSession, newChatId, saveSession, setChatIdInUrl } from './session.js';
+import { chatIdFromUrl, clearStored, loadSession, newChatId, saveSession, setChatIdInUrl } from './session.js';
 
 export function App() {
   const [session, setSession] = useState(loadSession);
@@ -19,7 +19,7 @@ export function App() {
     if (session?.email !== next.email) startChat();
   };
   const signOut = () => {
-    saveSession(null);
+    clearStored();
     setSession(null);
   };
 

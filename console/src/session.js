@@ -17,6 +17,16 @@ export function saveSession(session) {
   else localStorage.removeItem(SESSION_KEY);
 }
 
+/** Signing out forgets everything the console stored in this browser: the session, every chat's
+ * messages and stream markers. */
+export function clearStored() {
+  for (const store of [localStorage, sessionStorage]) {
+    const keys = [];
+    for (let i = 0; i < store.length; i += 1) keys.push(store.key(i));
+    for (const key of keys) if (key?.startsWith('rover.console.')) store.removeItem(key);
+  }
+}
+
 export function loadMessages(chatId) {
   try {
     return JSON.parse(localStorage.getItem(messagesKey(chatId))) ?? [];

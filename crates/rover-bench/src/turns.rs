@@ -80,8 +80,9 @@ impl Stack {
             options.worker_prefetch.to_string(),
         );
         processes.push(Service::start("rover-worker", &[], &worker_env, ready)?.0);
-        // One user opens every turn here: the per-user limit on open turns (a guard against one
-        // client hogging a replica) would turn the load into 429s, so it is off for the bench.
+        // One user opens every turn here, from one address: the per-user limit on open turns and
+        // the per-address connection cap (guards against one client hogging a replica) would turn
+        // the load into 429s and closed sockets, so they are off for the bench.
         let mut gateway_env = env.clone();
         gateway_env.insert(
             "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER".into(),
@@ -91,6 +92,7 @@ impl Stack {
             "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL".into(),
             "0".into(),
         );
+        gateway_env.insert("ROVER_HTTP__MAX_CONNECTIONS_PER_CLIENT".into(), "0".into());
         let (gateway, line) = Service::start("rover-gateway", &[], &gateway_env, ready)?;
         processes.push(gateway);
         let gateway: SocketAddr = line["listen"]

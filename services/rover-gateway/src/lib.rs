@@ -11,6 +11,7 @@ pub mod caller;
 pub mod chat;
 pub mod console;
 pub mod demo;
+pub mod edge;
 pub mod error;
 pub mod events;
 pub mod input;
@@ -73,6 +74,24 @@ pub struct GatewayHttp {
     pub max_json_depth: usize,
     /// Deadline of a non-streaming request, in milliseconds.
     pub request_timeout_ms: u64,
+    /// The `Host` values every route accepts (DNS-rebinding protection; `host` matches any port,
+    /// `host:port` one; `*` any host, only behind a proxy that checks it). Empty: `mcp.allowed_hosts`,
+    /// else the host of `mcp.public_url`, else `localhost`, `127.0.0.1` and `::1`. The health
+    /// probes answer any host.
+    pub allowed_hosts: Vec<String>,
+    /// How long a client may take to send a request's head once it started, in milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// A connection on which no byte moves either way for this long is closed, in milliseconds:
+    /// one that never sends a request, or an unused keep-alive connection. Keep it above
+    /// `chat.keepalive_ms`, or quiet streams are cut.
+    pub idle_timeout_ms: u64,
+    /// How long a client may take to send a whole request body, in milliseconds (408 beyond).
+    pub body_read_timeout_ms: u64,
+    /// Most connections open at once on this replica; more are closed at accept. `0`: no cap.
+    pub max_connections: usize,
+    /// Most connections one client address may hold open on this replica (a trusted proxy's are
+    /// not counted per address: the proxy caps its clients). `0`: no cap.
+    pub max_connections_per_client: usize,
     /// How long open streams may run on after shutdown starts, in milliseconds.
     pub shutdown_grace_ms: u64,
     /// The reverse proxies (addresses or CIDR ranges, e.g. `10.0.0.0/8`) whose
@@ -94,6 +113,12 @@ impl Default for GatewayHttp {
             body_limit_bytes: 1024 * 1024,
             max_json_depth: 32,
             request_timeout_ms: 30_000,
+            allowed_hosts: Vec::new(),
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            body_read_timeout_ms: 15_000,
+            max_connections: 10_000,
+            max_connections_per_client: 256,
             shutdown_grace_ms: 30_000,
             trusted_proxies: Vec::new(),
             console_dir: console::default_dir(),
@@ -373,24 +398,19 @@ impl App {
         );
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), metrics = %metrics_addr, "gateway ready; waiting for shutdown");
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
-        // The peer address keys the per-client limit on rejected tokens.
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        // Stream chunks are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
-        // back until the client's delayed ACK (~40 ms), which a live stream should not wait for.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = axum::serve(listener, service).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("draining: no new connections; open streams may finish");
-            let _ = stopping.send(());
-        });
-        let server = tokio::spawn(async move { server.await });
+        let server = tokio::spawn(edge::serve(
+            listener,
+            router,
+            state.settings.http.clone(),
+            state.proxies.clone(),
+            async move {
+                shutdown.await;
+                let _ = stopping.send(());
+            },
+        ));
         let _ = stopped.await;
         match tokio::time::timeout(grace, server).await {
-            Ok(joined) => joined
-                .context("the server task failed")?
-                .context("the server failed")?,
+            Ok(joined) => joined.context("the server task failed")?,
             Err(_) => tracing::warn!(
                 ?grace,
                 "open streams did not finish within the grace period"
@@ -442,8 +462,22 @@ pub fn router(state: AppState) -> Router {
         .merge(console::router(state.settings.auth.development))
         // Unknown `/api/…` endpoints are the JSON 404; any other page is the built console.
         .fallback(console::fallback)
+        // A request body arrives whole in time, or the request ends (408).
+        .layer(axum::middleware::from_fn_with_state(
+            (
+                Duration::from_millis(limits.body_read_timeout_ms),
+                limits.body_limit_bytes,
+            ),
+            edge::body_deadline,
+        ))
         // Every error response, whoever made it, has the one JSON error shape.
         .layer(axum::middleware::from_fn(error::json_errors))
+        // No host but the gateway's own (DNS rebinding), on every route.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(edge::allowed_hosts(&state.settings)),
+            edge::check_host,
+        ))
+        .layer(axum::middleware::from_fn(edge::security_headers))
         // Every request is the root (or the continuation) of a trace.
         .layer(axum::middleware::from_fn(observe::http_span))
         // Extractors answer an oversized body with the JSON `too_large` error (413).

@@ -98,7 +98,8 @@ impl TrustedProxies {
             .map(Self)
     }
 
-    fn trusts(&self, address: IpAddr) -> bool {
+    /// Whether `address` is one of the trusted proxies.
+    pub(crate) fn trusts(&self, address: IpAddr) -> bool {
         self.0.iter().any(|net| net.contains(&address))
     }
 

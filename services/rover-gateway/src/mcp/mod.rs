@@ -45,8 +45,8 @@ pub struct McpSettings {
     /// The authorization servers (issuer URLs) the metadata names, where clients get tokens.
     /// Empty: `auth.issuer`.
     pub authorization_servers: Vec<String>,
-    /// The `Host` values `/mcp` accepts (DNS-rebinding protection; `host` or `host:port`).
-    /// Empty: the host of `public_url`, or the loopback names when that is unset.
+    /// The `Host` values the gateway accepts when `http.allowed_hosts` is empty (kept for
+    /// existing configurations; see `http.allowed_hosts`).
     pub allowed_hosts: Vec<String>,
 }
 
@@ -61,7 +61,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         // Stateless: no session lives in one replica's memory, and a request is one answer.
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_allowed_hosts(allowed_hosts(&settings.mcp))
+        .with_allowed_hosts(crate::edge::allowed_hosts(settings))
         .with_max_request_body_bytes(settings.http.body_limit_bytes);
     let server = server::McpServer::new(state);
     let service = StreamableHttpService::new(
@@ -80,21 +80,6 @@ pub fn router(state: &AppState) -> Router<AppState> {
             &format!("{METADATA_PATH}{PATH}"),
             axum::routing::get(metadata),
         )
-}
-
-fn allowed_hosts(settings: &McpSettings) -> Vec<String> {
-    if !settings.allowed_hosts.is_empty() {
-        return settings.allowed_hosts.clone();
-    }
-    let public_host = settings
-        .public_url
-        .as_deref()
-        .and_then(|url| url.parse::<axum::http::Uri>().ok())
-        .and_then(|uri| uri.authority().map(|a| a.as_str().to_owned()));
-    match public_host {
-        Some(host) => vec![host],
-        None => ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
-    }
 }
 
 /// Middleware: a valid bearer token becomes the request's [`Principal`]; anything else is the
@@ -185,15 +170,5 @@ mod tests {
             r#"Bearer resource_metadata="https://rover.example/.well-known/oauth-protected-resource""#
         );
         assert!(challenge_header("http://h", true).ends_with(r#", error="invalid_token""#));
-    }
-
-    #[test]
-    fn allowed_hosts_follow_the_public_url() {
-        let mut settings = McpSettings::default();
-        assert_eq!(allowed_hosts(&settings), ["localhost", "127.0.0.1", "::1"]);
-        settings.public_url = Some("https://rover.example.org".to_owned());
-        assert_eq!(allowed_hosts(&settings), ["rover.example.org"]);
-        settings.allowed_hosts = vec!["a.example".to_owned()];
-        assert_eq!(allowed_hosts(&settings), ["a.example"]);
     }
 }

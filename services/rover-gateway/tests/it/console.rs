@@ -29,6 +29,7 @@ async fn fetch(rest: &Rest, method: Method, path: &str) -> Page {
     let request = Request::builder()
         .method(method)
         .uri(path)
+        .header(header::HOST, "localhost")
         .body(Body::empty())
         .unwrap();
     let response = within("the router answers", rest.router.clone().oneshot(request))
@@ -125,6 +126,7 @@ async fn development_mode_mints_a_demo_users_token() {
     let session = rest
         .send(
             Request::post("/api/dev/token")
+                .header(header::HOST, "localhost")
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(json!({ "email": ADMIN }).to_string()))
                 .unwrap(),
@@ -151,6 +153,7 @@ async fn development_mode_mints_a_demo_users_token() {
     let departments = rest
         .send(
             Request::get("/api/departments")
+                .header(header::HOST, "localhost")
                 .header(header::AUTHORIZATION, format!("Bearer {token}"))
                 .body(Body::empty())
                 .unwrap(),
@@ -161,6 +164,7 @@ async fn development_mode_mints_a_demo_users_token() {
     let unknown = rest
         .send(
             Request::post("/api/dev/token")
+                .header(header::HOST, "localhost")
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(
                     json!({ "email": "nobody@hill.school" }).to_string(),
@@ -183,6 +187,7 @@ async fn outside_development_mode_there_is_no_token_endpoint() {
     let refused = rest
         .send(
             Request::post("/api/dev/token")
+                .header(header::HOST, "localhost")
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(json!({ "email": ADMIN }).to_string()))
                 .unwrap(),

@@ -460,6 +460,7 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
     let max = rest.state.settings.auth.max_failures_per_window;
     let from = |ip: [u8; 4], token: &str| {
         let mut request = Request::get("/api/staff")
+            .header(header::HOST, "localhost")
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
             .body(Body::empty())
             .unwrap();
@@ -517,8 +518,9 @@ async fn a_client_sending_bad_tokens_is_slowed_to_429_and_others_are_not() {
 
 /// A request for `/api/staff` from `peer` with `token` and, if given, `X-Forwarded-For`.
 fn staff_request(peer: [u8; 4], forwarded_for: Option<&str>, token: &str) -> Request<Body> {
-    let mut request =
-        Request::get("/api/staff").header(header::AUTHORIZATION, format!("Bearer {token}"));
+    let mut request = Request::get("/api/staff")
+        .header(header::HOST, "localhost")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
     if let Some(forwarded_for) = forwarded_for {
         request = request.header("x-forwarded-for", forwarded_for);
     }

@@ -3,5 +3,6 @@
 
 mod auth;
 mod console;
+mod edge;
 mod hardening;
 mod rest;

@@ -137,7 +137,10 @@ impl Rest {
         path: &str,
         email: Option<&str>,
     ) -> axum::http::request::Builder {
-        let builder = Request::builder().method(method).uri(path);
+        let builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "localhost");
         match email {
             Some(email) => builder.header(
                 header::AUTHORIZATION,
@@ -641,6 +644,7 @@ async fn requests_without_a_valid_token_are_401_json() {
     let forged = rest
         .send(
             Request::get("/api/staff")
+                .header(header::HOST, "localhost")
                 .header(header::AUTHORIZATION, "Bearer not.a.token")
                 .body(Body::empty())
                 .unwrap(),
@@ -653,6 +657,7 @@ async fn requests_without_a_valid_token_are_401_json() {
     let unauthenticated_write = rest
         .send(
             Request::post("/api/departments")
+                .header(header::HOST, "localhost")
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(r#"{"name":"Sciences","school_id":"x"}"#))
                 .unwrap(),
@@ -858,6 +863,7 @@ async fn tool_labels_lists_every_tool_with_its_label_without_a_token() {
     let labels = rest
         .send(
             Request::get("/api/tool-labels")
+                .header(header::HOST, "localhost")
                 .body(Body::empty())
                 .unwrap(),
         )
@@ -882,6 +888,7 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
     let reply = rest
         .send(
             Request::get("/api/openapi.json")
+                .header(header::HOST, "localhost")
                 .body(Body::empty())
                 .unwrap(),
         )
