@@ -51,6 +51,12 @@ pub struct Principal {
     pub user_id: UserId,
 }
 
+/// The audiences a route requires of a bearer token instead of `auth.audience` (RFC 8707: a token
+/// for `/mcp` names that resource), put into the request's extensions before [`Principal`] is
+/// extracted.
+#[derive(Debug, Clone)]
+pub struct Audiences(pub Vec<String>);
+
 /// Verifies bearer tokens with the configured, pinned algorithm.
 #[derive(Debug)]
 pub struct Authenticator {
@@ -156,8 +162,9 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
+        audiences: Option<&Audiences>,
     ) -> Result<Principal, ApiError> {
-        let result = self.authenticate(headers).await;
+        let result = self.authenticate_for(headers, audiences).await;
         let (Err(rejection), Some(client)) = (&result, client) else {
             return result;
         };
@@ -176,9 +183,18 @@ impl Authenticator {
 
     /// Checks the `Authorization: Bearer …` header and returns the token's subject. A rejection is
     /// a 401 whose message is a short reason such as "token expired" or "wrong audience".
-    #[tracing::instrument(skip_all)]
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        match self.verify(headers).await {
+        self.authenticate_for(headers, None).await
+    }
+
+    /// [`Self::authenticate`], requiring one of `audiences` (else `auth.audience`) in `aud`.
+    #[tracing::instrument(skip_all)]
+    pub async fn authenticate_for(
+        &self,
+        headers: &HeaderMap,
+        audiences: Option<&Audiences>,
+    ) -> Result<Principal, ApiError> {
+        match self.verify(headers, audiences).await {
             Ok(principal) => {
                 tracing::debug!(user_id = %principal.user_id, "bearer token accepted");
                 Ok(principal)
@@ -190,17 +206,31 @@ impl Authenticator {
         }
     }
 
-    async fn verify(&self, headers: &HeaderMap) -> Result<Principal, &'static str> {
+    async fn verify(
+        &self,
+        headers: &HeaderMap,
+        audiences: Option<&Audiences>,
+    ) -> Result<Principal, &'static str> {
         let token = bearer_token(headers)?;
         let header = peek_header(token)?;
         if header.alg != algorithm_name(self.algorithm) {
             return Err("algorithm not allowed");
         }
+        let bound;
+        let validation = match audiences {
+            Some(Audiences(audiences)) => {
+                let mut validation = self.validation.clone();
+                validation.set_audience(audiences);
+                bound = validation;
+                &bound
+            }
+            None => &self.validation,
+        };
         let data = match &self.keys {
-            Keys::Fixed(key) => jsonwebtoken::decode::<Claims>(token, key, &self.validation),
+            Keys::Fixed(key) => jsonwebtoken::decode::<Claims>(token, key, validation),
             Keys::Jwks(jwks) => {
                 let key = jwks.key(header.kid.as_deref()).await?;
-                jsonwebtoken::decode::<Claims>(token, &key, &self.validation)
+                jsonwebtoken::decode::<Claims>(token, &key, validation)
             }
         }
         .map_err(|error| reason(error.kind()))?;

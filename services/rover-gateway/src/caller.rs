@@ -31,7 +31,11 @@ impl FromRequestParts<AppState> for Principal {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| state.proxies.client(peer.ip(), forwarded_for));
-        state.auth.authenticate_from(&parts.headers, client).await
+        let audiences = parts.extensions.get::<crate::auth::Audiences>();
+        state
+            .auth
+            .authenticate_from(&parts.headers, client, audiences)
+            .await
     }
 }
 

@@ -67,7 +67,11 @@ async fn post_chat(
         attachments,
         campus,
         approvals,
-    } = parse_chat_request(&body, &InputLimits::from(&state.settings))?;
+    } = parse_chat_request(
+        &body,
+        &InputLimits::from(&state.settings),
+        principal.user_id,
+    )?;
     let campus = campus_choice(campus, &headers)?;
     let turn = TurnId::new();
     tracing::Span::current()
@@ -228,7 +232,7 @@ async fn resume(
     principal: Principal,
     Path(chat): Path<String>,
 ) -> Result<Response, ApiError> {
-    let thread = thread_id(&chat)?;
+    let thread = thread_id(principal.user_id, &chat)?;
     // Counted for as long as the stream lives; a page reloaded many times cannot pile them up.
     let slot = state
         .resumes

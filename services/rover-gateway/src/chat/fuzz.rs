@@ -10,6 +10,10 @@ use serde_json::{Value, json};
 
 use super::{InputLimits, parse_chat_request};
 
+/// Whose chat the bodies are.
+const USER: rover_contracts::ids::UserId =
+    rover_contracts::ids::UserId::from_uuid(uuid::Uuid::from_u128(7));
+
 fn limits() -> InputLimits {
     InputLimits {
         max_json_depth: 32,
@@ -25,7 +29,7 @@ fn limits() -> InputLimits {
 /// `invalid_request` (400) or `too_large` (413).
 fn check(body: &[u8]) {
     let limits = limits();
-    match parse_chat_request(body, &limits) {
+    match parse_chat_request(body, &limits, USER) {
         Ok(turn) => {
             assert!(turn.attachments.len() <= limits.max_attachments);
             for attachment in &turn.attachments {
@@ -170,7 +174,7 @@ proptest! {
     fn nesting_beyond_the_limit_is_refused(depth in 33usize..5000, open in prop_oneof![Just(b'['), Just(b'{')]) {
         let mut body = br#"{"id":"c","messages":[{"role":"user","parts":[{"type":"text","text":"#.to_vec();
         body.extend(std::iter::repeat_n(open, depth));
-        let error = parse_chat_request(&body, &limits()).unwrap_err();
+        let error = parse_chat_request(&body, &limits(), USER).unwrap_err();
         prop_assert_eq!(error.code, ErrorCode::InvalidRequest);
         prop_assert!(error.message.contains("deeper than"), "{}", error.message);
     }
@@ -189,7 +193,7 @@ fn the_seed_corpus_replays() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if name.starts_with("ok-") {
             assert!(
-                parse_chat_request(&bytes, &limits()).is_ok(),
+                parse_chat_request(&bytes, &limits(), USER).is_ok(),
                 "{name} should parse"
             );
         }

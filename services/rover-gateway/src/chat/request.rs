@@ -4,7 +4,7 @@
 use axum::http::HeaderMap;
 use rover_contracts::ErrorCode;
 use rover_contracts::context::Attachment;
-use rover_contracts::ids::{CampusId, ThreadId};
+use rover_contracts::ids::{CampusId, ThreadId, UserId};
 use rover_contracts::wire::TurnInput;
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,12 +51,16 @@ pub(crate) struct ChatTurn {
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
 /// the size limits. Every failure is a 400 or 413 [`ApiError`]; no input makes it panic (the
 /// property tests in `chat_fuzz.rs` feed it arbitrary and mutated bodies).
-pub(crate) fn parse_chat_request(body: &[u8], limits: &InputLimits) -> Result<ChatTurn, ApiError> {
+pub(crate) fn parse_chat_request(
+    body: &[u8],
+    limits: &InputLimits,
+    user: UserId,
+) -> Result<ChatTurn, ApiError> {
     let body: ChatRequest = input::parse_json(body, limits.max_json_depth).map_err(|error| {
         // A chat body that does not fit is a malformed request, not a tool's bad arguments.
         ApiError::new(ErrorCode::InvalidRequest, error.message)
     })?;
-    let thread = thread_id(&body.id)?;
+    let thread = thread_id(user, &body.id)?;
     let approvals = match body.messages.last() {
         Some(last) if last.role == "assistant" && last.parts.len() <= limits.max_parts => {
             super::approvals::answers(&last.parts)?
@@ -99,12 +103,11 @@ pub(super) struct UiMessage {
 /// The header a Hub may use to pick the chat's campus.
 pub(super) const CAMPUS_HEADER: &str = "x-rover-campus";
 
-/// The thread of a chat id: the id itself when it is a UUID, else a UUID derived from it, so any
-/// client-chosen id names one global thread (and another user's is a 404).
-pub(super) fn thread_id(chat: &str) -> Result<ThreadId, ApiError> {
-    if let Ok(id) = ThreadId::parse(chat) {
-        return Ok(id);
-    }
+/// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
+/// A chat is keyed by (school, user, id): the same id names another thread for every staff member,
+/// so a colleague can neither claim an id first nor learn that it is in use — every chat route
+/// answers a colleague's id exactly as an unused one.
+pub(super) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
     let valid = !chat.is_empty()
         && chat.len() <= 200
         && chat
@@ -119,7 +122,7 @@ pub(super) fn thread_id(chat: &str) -> Result<ThreadId, ApiError> {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_2a4e_9b7d_4c3a_8e21_5d0f_7a9b_c3e1);
     Ok(ThreadId::from_uuid(uuid::Uuid::new_v5(
         &NAMESPACE,
-        chat.as_bytes(),
+        format!("{user}/{chat}").as_bytes(),
     )))
 }
 

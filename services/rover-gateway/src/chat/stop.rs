@@ -29,7 +29,7 @@ pub(super) async fn stop(
     principal: Principal,
     Path(chat): Path<String>,
 ) -> Result<Response, ApiError> {
-    let thread = thread_id(&chat)?;
+    let thread = thread_id(principal.user_id, &chat)?;
     tracing::Span::current().record("thread_id", tracing::field::display(thread));
     let mut tx = caller::tenant(&state, &principal).await?;
     rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;

@@ -26,7 +26,8 @@ use rover_contracts::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::auth::Principal;
+use crate::auth::{Audiences, Principal};
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Where the MCP endpoint is served.
@@ -35,7 +36,7 @@ pub const PATH: &str = "/mcp";
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The MCP endpoint's settings (`[mcp]`, `ROVER_MCP__…`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct McpSettings {
     /// The gateway's public base URL (`https://rover.example.org`): the protected resource is
@@ -48,6 +49,38 @@ pub struct McpSettings {
     /// The `Host` values the gateway accepts when `http.allowed_hosts` is empty (kept for
     /// existing configurations; see `http.allowed_hosts`).
     pub allowed_hosts: Vec<String>,
+    /// The `aud` values a bearer token for `/mcp` may carry (RFC 8707: tokens are bound to the
+    /// resource). Empty: the resource itself, `<public_url>/mcp` — and, in development mode only,
+    /// `auth.audience` too. List `auth.audience` here to keep serving clients whose tokens were
+    /// issued for the whole API.
+    pub audiences: Vec<String>,
+    /// The `Origin` values `/mcp` accepts from browsers (requests without `Origin`, as from
+    /// native clients, pass). Empty: the gateway's own origin, `<public_url>` (or `http://<Host>`
+    /// in development).
+    pub allowed_origins: Vec<String>,
+    /// Most `/mcp` requests one user may have in flight on this replica; beyond it, 429 with
+    /// `Retry-After`. `0` means no limit.
+    pub max_in_flight_per_user: usize,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            public_url: None,
+            authorization_servers: Vec::new(),
+            allowed_hosts: Vec::new(),
+            audiences: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_in_flight_per_user: 4,
+        }
+    }
+}
+
+/// What guards the `/mcp` door besides the token: the user's requests in flight.
+#[derive(Debug, Clone)]
+struct Door {
+    state: AppState,
+    in_flight: std::sync::Arc<crate::limits::StreamSlots>,
 }
 
 /// The HTTP request's span, handed to the MCP handlers through the request's extensions.
@@ -72,7 +105,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route_service(PATH, service)
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            Door {
+                state: state.clone(),
+                in_flight: crate::limits::StreamSlots::new(settings.mcp.max_in_flight_per_user),
+            },
             require_bearer,
         ))
         .route(METADATA_PATH, axum::routing::get(metadata))
@@ -82,34 +118,96 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
 }
 
-/// Middleware: a valid bearer token becomes the request's [`Principal`]; anything else is the
-/// gateway's usual 401 (or 429 past the limit on rejected tokens), with the challenge that
-/// points an MCP client at the metadata.
-async fn require_bearer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Middleware: the `/mcp` door. A browser's `Origin` must be allowed (403); a valid bearer token
+/// bound to this resource, of a user that exists, becomes the request's [`Principal`] — anything
+/// else is the gateway's usual 401 (or 429 past the limit on rejected tokens), with the challenge
+/// that points an MCP client at the metadata; and the user may have only so many requests in
+/// flight (429).
+async fn require_bearer(State(door): State<Door>, request: Request, next: Next) -> Response {
+    let state = &door.state;
     let (mut parts, body) = request.into_parts();
-    match Principal::from_request_parts(&mut parts, &state).await {
-        Ok(principal) => {
-            parts.extensions.insert(principal);
-            parts
-                .extensions
-                .insert(RequestSpan(tracing::Span::current()));
-            next.run(Request::from_parts(parts, body)).await
-        }
-        Err(error) => {
-            let challenge = error.code == ErrorCode::Unauthenticated;
-            let mut response = error.into_response();
-            if challenge {
-                let presented = parts.headers.contains_key(header::AUTHORIZATION);
-                let value = challenge_header(&base_url(&state, &parts.headers), presented);
-                if let Ok(value) = HeaderValue::from_str(&value) {
-                    response
-                        .headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, value);
-                }
-            }
+    let base = base_url(state, &parts.headers);
+    if let Some(origin) = parts.headers.get(header::ORIGIN)
+        && !origin_allowed(
+            &state.settings.mcp,
+            &base,
+            origin.to_str().unwrap_or_default(),
+        )
+    {
+        tracing::warn!(origin = ?origin, "MCP request from a foreign origin refused");
+        return ApiError::new(
+            ErrorCode::PermissionDenied,
+            "Requests to /mcp from this web origin are not allowed (mcp.allowed_origins).",
+        )
+        .into_response();
+    }
+    parts.extensions.insert(audiences(state, &base));
+    let principal = match Principal::from_request_parts(&mut parts, state).await {
+        Ok(principal) => principal,
+        Err(error) => return challenged(error, &base, &parts.headers),
+    };
+    // A token whose subject is no user here is as good as none.
+    if let Err(error) = crate::caller::school_of(state, &principal).await {
+        return challenged(error, &base, &parts.headers);
+    }
+    let Some(slot) = door.in_flight.try_acquire(principal.user_id) else {
+        return ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "You already have {} MCP requests in flight. Wait for one, then try again.",
+                state.settings.mcp.max_in_flight_per_user
+            ),
+        )
+        .retry_after(state.settings.chat.busy_retry_after_secs)
+        .into_response();
+    };
+    parts.extensions.insert(principal);
+    parts
+        .extensions
+        .insert(RequestSpan(tracing::Span::current()));
+    let response = next.run(Request::from_parts(parts, body)).await;
+    drop(slot);
+    response
+}
+
+/// A rejection, with the challenge when it is a 401.
+fn challenged(error: ApiError, base: &str, headers: &HeaderMap) -> Response {
+    let challenge = error.code == ErrorCode::Unauthenticated;
+    let mut response = error.into_response();
+    if challenge {
+        let presented = headers.contains_key(header::AUTHORIZATION);
+        if let Ok(value) = HeaderValue::from_str(&challenge_header(base, presented)) {
             response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
         }
     }
+    response
+}
+
+/// The audiences a token for `/mcp` may carry (`mcp.audiences`).
+fn audiences(state: &AppState, base: &str) -> Audiences {
+    let settings = &state.settings;
+    if !settings.mcp.audiences.is_empty() {
+        return Audiences(settings.mcp.audiences.clone());
+    }
+    let mut audiences = vec![format!("{base}{PATH}")];
+    if settings.auth.development {
+        audiences.push(settings.auth.audience.clone());
+    }
+    Audiences(audiences)
+}
+
+/// Whether a browser's `origin` may call `/mcp` (`mcp.allowed_origins`, else the gateway's own).
+fn origin_allowed(settings: &McpSettings, base: &str, origin: &str) -> bool {
+    let origin = origin.trim_end_matches('/');
+    if settings.allowed_origins.is_empty() {
+        return origin.eq_ignore_ascii_case(base);
+    }
+    settings
+        .allowed_origins
+        .iter()
+        .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
 }
 
 /// `Bearer resource_metadata="…"`, with `error="invalid_token"` when a token was presented

@@ -386,24 +386,61 @@ async fn a_full_turns_queue_refuses_the_turn_with_503_and_it_does_not_count() {
 }
 
 #[tokio::test]
-async fn the_same_chat_id_in_two_schools_is_two_threads() {
+async fn a_chat_is_keyed_by_school_user_and_id_so_no_one_can_claim_or_probe_anothers() {
     let rest = spawn_rest().await;
     let uuid = Uuid::new_v4().to_string();
     for chat in ["shared-chat-id", uuid.as_str()] {
-        // Lakeside takes the id first; Hill's user must not be locked out of it.
-        let (status, _, body) = rest.start_turn("admin@lakeside.college", chat).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let (status, _, body) = rest.start_turn(ADMIN, chat).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        // Within a school, another user's thread is still not theirs.
-        let (status, _, body) = rest.start_turn("dos@hill.school", chat).await;
-        expect_error(
-            &Reply { status, body },
-            StatusCode::NOT_FOUND,
-            ErrorCode::NotFound,
-        );
+        // Lakeside takes the id first; Hill's users are not locked out of it, and a colleague in
+        // the same school who takes it first does not lock the admin out either.
+        for email in ["admin@lakeside.college", "dos@hill.school", ADMIN] {
+            let (status, _, body) = rest.start_turn(email, chat).await;
+            assert_eq!(status, StatusCode::OK, "{email}: {body}");
+        }
     }
-    assert_eq!(rest.count("threads").await, 4);
+    assert_eq!(rest.count("threads").await, 6);
+    assert_eq!(
+        rest.count("open_turns").await,
+        6,
+        "each its own thread, running"
+    );
+}
+
+#[tokio::test]
+async fn a_colleagues_chat_id_answers_exactly_as_an_unused_one() {
+    let rest = spawn_rest().await;
+    let (status, _, body) = rest.start_turn(ADMIN, "admins-chat").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let colleague = "dos@hill.school";
+    let probe = |chat: &'static str| {
+        let rest = &rest;
+        async move {
+            let resumed = rest
+                .get(colleague, &format!("/api/chat/{chat}/stream"))
+                .await;
+            let stopped = rest
+                .json(
+                    Method::POST,
+                    colleague,
+                    &format!("/api/chat/{chat}/stop"),
+                    "",
+                )
+                .await;
+            (
+                (resumed.status, resumed.body),
+                (stopped.status, stopped.body),
+            )
+        }
+    };
+    let taken = probe("admins-chat").await;
+    let unused = probe("never-used-chat").await;
+    assert_eq!(taken, unused);
+    assert_eq!(taken.0.0, StatusCode::NO_CONTENT);
+    assert_eq!(taken.1.0, StatusCode::NO_CONTENT);
+    // The admin's reply was not stopped by the colleague's Stop.
+    let stopped: i64 = rest
+        .count("open_turns WHERE stop_requested_at IS NOT NULL")
+        .await;
+    assert_eq!(stopped, 0);
 }
 
 #[tokio::test]

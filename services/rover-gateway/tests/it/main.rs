@@ -5,4 +5,5 @@ mod auth;
 mod console;
 mod edge;
 mod hardening;
+mod mcp_door;
 mod rest;
