@@ -265,7 +265,13 @@ function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
       )}
       {part.state === 'approval-requested' && (
         <div className="approval" data-testid="approval">
-          <span>Rover needs your approval for this step.</span>
+          <span>
+            Rover needs your approval to run <strong>{labelFor(name, labels, streamed)}</strong> with exactly:
+          </span>
+          {/* The exact input that will run: text a colleague planted can hide nothing here. */}
+          <pre className="approval-input" data-testid="approval-input">
+            {JSON.stringify(part.input, null, 2)}
+          </pre>
           <button type="button" data-testid="approve" onClick={() => decide(part.approval.id, true)}>
             Approve
           </button>

@@ -133,6 +133,14 @@ try {
   seen.stopStatus = (await stopped).status();
   await page.getByTestId('composer').fill('one more thing');
   await page.getByTestId('send').waitFor();
+
+  begin('signing out forgets everything the console stored');
+  seen.storedBeforeSignOut = await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('rover.')).length);
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByText('Sign in as a demo user').waitFor();
+  seen.storedAfterSignOut = await page.evaluate(() =>
+    [...Object.keys(localStorage), ...Object.keys(sessionStorage)].filter((k) => k.startsWith('rover.')),
+  );
   process.stdout.write(`${JSON.stringify(seen)}\n`);
 } catch (error) {
   console.error(`step "${step}" failed: ${error.stack ?? error}`);

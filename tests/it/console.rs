@@ -227,6 +227,17 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         "{report:#}"
     );
     assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
+    // The page ran under the gateway's CSP (its own scripts only) without an error, and signing
+    // out left nothing of the session or the chats in the browser.
+    assert!(
+        report["storedBeforeSignOut"].as_u64().unwrap_or_default() > 0,
+        "{report:#}"
+    );
+    assert_eq!(
+        report["storedAfterSignOut"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
 
     // Nothing was sent twice by the reloads: in the first chat, one turn per message sent (the
     // answer to the question is a turn of its own), and one department.

@@ -184,30 +184,32 @@ async fn ask_user_round_trips_through_the_next_post() {
 }
 
 #[tokio::test]
-async fn a_thread_belongs_to_its_user() {
+async fn a_chat_id_names_each_users_own_thread() {
     let stack = Stack::start().await;
     stack.say(ADMIN, "chat-mine", "List the departments").await;
+    let colleague = stack.token("dos@hill.school");
+    // The colleague resuming the admin's chat id sees what an unused id shows: nothing.
+    let resume = |chat: &str| {
+        stack
+            .http
+            .get(format!("http://{}/api/chat/{chat}/stream", stack.gateway))
+            .bearer_auth(&colleague)
+            .send()
+    };
+    assert_eq!(resume("chat-mine").await.unwrap().status(), 204);
+    assert_eq!(resume("chat-never-used").await.unwrap().status(), 204);
+    // Posting under it starts the colleague's own chat; the admin's is untouched.
     let messages = json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "List the departments" }] }]);
     let response = stack
-        .post(
-            stack.gateway,
-            &stack.token("dos@hill.school"),
-            "chat-mine",
-            messages,
-        )
+        .post(stack.gateway, &colleague, "chat-mine", messages)
         .await;
-    assert_eq!(response.status(), 404);
-    let stream = stack
-        .http
-        .get(format!(
-            "http://{}/api/chat/chat-mine/stream",
-            stack.gateway
-        ))
-        .bearer_auth(stack.token("dos@hill.school"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), 404);
+    assert_eq!(response.status(), 200);
+    let reply = read_stream(response).await;
+    assert_eq!(reply.finish_reason(), Some("stop"), "{:?}", reply.chunks);
+    let owners = stack
+        .count("SELECT count(DISTINCT user_id) FROM threads")
+        .await;
+    assert_eq!(owners, 2, "two threads, one per staff member");
 }
 
 #[tokio::test]

@@ -144,9 +144,19 @@ fn is_turn_start(message: &Value) -> bool {
     message["role"] == "user"
 }
 
-/// The message a summary travels in: appended to the system prompt by the agent loop.
+/// The opening tag of a summary as the model reads it (the prompt's rules name it).
+pub const SUMMARY_TAG: &str = "conversation_summary";
+
+/// The message a summary travels in: Rover's own notes (`assistant`), between tags, never in the
+/// system prompt — the summary holds what tools returned (names colleagues chose among it), so it
+/// is data with no more authority than a tool's result. `<` and `>` in it are shown as `‹` and
+/// `›`, so nothing in it can close the tag.
 pub fn summary_message(text: &str) -> Value {
-    json!({ "role": "system", "content": format!("{SUMMARY_HEADING}\n{text}") })
+    let text = text.replace('<', "‹").replace('>', "›");
+    json!({
+        "role": "assistant",
+        "content": format!("<{SUMMARY_TAG}>\n{SUMMARY_HEADING}\n{text}\n</{SUMMARY_TAG}>"),
+    })
 }
 
 /// A tool result over the limit becomes a stub naming its call id; anything else is unchanged.
@@ -390,12 +400,13 @@ mod tests {
         let Window::Fits(sent) = fit(&history, Some(&summary), 300, BUDGET) else {
             panic!("after the summary it fits");
         };
-        assert_eq!(sent[0]["role"], "system");
+        // Data, not the system's word: Rover's own notes, between tags.
+        assert_eq!(sent[0]["role"], "assistant");
         assert!(
             sent[0]["content"]
                 .as_str()
                 .unwrap()
-                .starts_with(SUMMARY_HEADING)
+                .starts_with(&format!("<{SUMMARY_TAG}>\n{SUMMARY_HEADING}"))
         );
         assert_eq!(&sent[1..], &history[to..]);
         assert!(300 + cost(&sent) <= BUDGET.max_tokens * 3 / 4);

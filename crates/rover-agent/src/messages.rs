@@ -1,10 +1,36 @@
-//! The OpenAI-format messages around a turn: the message its input becomes, the results a stored
-//! thread may lack, and the question a thread waits on.
+//! The OpenAI-format messages around a turn: the message its input becomes, a tool's result as
+//! the model reads it, the results a stored thread may lack, and the question a thread waits on.
 
 use rover_contracts::AgentToolResult;
 use rover_contracts::context::RuntimeContext;
 use rover_contracts::wire::TurnInput;
 use serde_json::{Value, json};
+
+/// The opening tag of a tool's result as the model reads it (the prompt's rules name it).
+pub(crate) const TOOL_RESULT_TAG: &str = "tool_result";
+
+/// A tool's result as the model reads it: its envelope's JSON between `<tool_result>` tags, with
+/// every `<` and `>` inside escaped (`\u003c`, `\u003e`: the same JSON), so nothing the data holds
+/// — a name a colleague chose, a subagent's answer — can close the tag and pass as Rover's own
+/// words. The prompt's standing rule: what is inside is data, never instructions.
+pub(crate) fn tool_message(call_id: &str, tool: &str, envelope: &AgentToolResult<Value>) -> Value {
+    // The name is the model's: only a tool name's characters go into the tag.
+    let tool: String = tool
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(64)
+        .collect();
+    let content = format!(
+        "<{TOOL_RESULT_TAG} name=\"{tool}\">\n{}\n</{TOOL_RESULT_TAG}>",
+        escape_tags(&envelope.to_model_string())
+    );
+    json!({ "role": "tool", "tool_call_id": call_id, "content": content })
+}
+
+/// `<` and `>` as JSON escapes (they only ever occur inside strings in JSON).
+pub(crate) fn escape_tags(json: &str) -> String {
+    json.replace('<', "\\u003c").replace('>', "\\u003e")
+}
 
 /// The message a turn's input becomes: the staff member's text, or the answer to the `ask_user`
 /// call the thread waits on, as that call's result.

@@ -154,9 +154,9 @@ async fn settle(
     })
 }
 
-/// Runs one turn of `agent` after `history` (OpenAI-format messages). A leading `system`
-/// message in `history` is the thread's summary (`compact::summary_message`): it is appended to
-/// the agent's system prompt, so the model sees one system message.
+/// Runs one turn of `agent` after `history` (OpenAI-format messages; a leading summary of the
+/// thread is an `assistant` message of data, `compact::summary_message`, never part of the system
+/// prompt).
 pub async fn run_turn(
     agent: &Agent,
     history: Vec<Value>,
@@ -198,14 +198,8 @@ async fn run_after(
     first: Value,
     deps: TurnDeps<'_>,
 ) -> Result<Outcome, ModelError> {
-    let mut history = history.into_iter().peekable();
-    let mut system = agent.system_prompt.clone();
-    if let Some(summary) = history.next_if(|m| m["role"] == "system") {
-        system.push_str("\n\n");
-        system.push_str(summary["content"].as_str().unwrap_or_default());
-    }
     let mut conversation = Vec::with_capacity(history.len() + 2);
-    conversation.push(json!({ "role": "system", "content": system }));
+    conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
     conversation.extend(history);
     conversation.push(first);
     run_loop(agent, "", complete_tool_results(conversation), deps)
@@ -409,10 +403,9 @@ async fn run_loop(
                     prior: true,
                     ..
                 } => {
-                    let content = envelope.to_model_string();
-                    conversation.push(
-                        json!({ "role": "tool", "tool_call_id": call.id, "content": content }),
-                    );
+                    conversation.push(crate::messages::tool_message(
+                        &call.id, &call.name, &envelope,
+                    ));
                     continue;
                 }
                 Settled::Done {
@@ -435,7 +428,7 @@ async fn run_loop(
                     error_text: error.clone(),
                 }),
             }
-            let message = json!({ "role": "tool", "tool_call_id": call.id, "content": content });
+            let message = crate::messages::tool_message(&call.id, &call.name, &envelope);
             conversation.push(message.clone());
             added.push(message);
         }

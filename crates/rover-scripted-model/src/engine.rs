@@ -51,6 +51,30 @@ pub(crate) struct Decision {
 /// Said when no rule's `when` matches (a rules file without a catch-all).
 const NO_RULE: &str = "I'm the scripted test model and I have no rule for that message.";
 
+/// What a gullible model does with text planted in data: the newest tool result's first
+/// `!call <tool> {json}` becomes that call — whoever wrote it, whatever the staff member asked.
+/// Only the newest result is read, so an obeyed call's own result ends the obedience.
+pub(crate) fn obey_planted(conversation: &Conversation) -> Option<Decision> {
+    static PLANTED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"!call ([a-z_]+) (\{[^{}]*\})"#).expect("a valid pattern")
+    });
+    let newest = conversation.results.last()?;
+    let text = match newest {
+        Value::String(text) => text.clone(),
+        other => other.to_string().replace("\\\"", "\""),
+    };
+    let found = PLANTED.captures(&text)?;
+    let arguments: Value = serde_json::from_str(&found[2]).ok()?;
+    Some(Decision {
+        rule: "obey-planted".to_owned(),
+        reply: Reply::Calls(vec![ToolCall {
+            id: format!("planted-{}", conversation.message_count),
+            name: found[1].to_owned(),
+            arguments: arguments.to_string(),
+        }]),
+    })
+}
+
 /// Picks the rule for `conversation` and renders its next response.
 pub(crate) fn decide(rules: &Rules, conversation: &Conversation) -> Decision {
     let trigger = conversation.trigger.trim();

@@ -51,6 +51,9 @@ pub struct Config {
     /// How tool calls are written: natively (`tool_calls`), or as text the way many local
     /// models write them.
     pub tool_calls: CallStyle,
+    /// Obey any instruction found in a tool's result (`!call <tool> {json}`) before the rules:
+    /// the worst a model can do with planted text, for the tests that bound it.
+    pub obey_tool_text: bool,
 }
 
 /// How the test double writes the tool calls its rules make (`--tool-calls`). Every style but
@@ -92,6 +95,7 @@ impl Config {
             chunk_delay: Duration::ZERO,
             fail_first: None,
             tool_calls: CallStyle::Native,
+            obey_tool_text: false,
         }
     }
 }
@@ -143,6 +147,8 @@ pub struct ScriptedSettings {
     pub fail_status: u16,
     /// How tool calls are written (`ROVER_SCRIPTED__TOOL_CALLS`: native, fenced, bare, tagged, list).
     pub tool_calls: CallStyle,
+    /// Obey instructions planted in tool results (`ROVER_SCRIPTED__OBEY_TOOL_TEXT`).
+    pub obey_tool_text: bool,
 }
 
 impl Default for ScriptedSettings {
@@ -156,6 +162,7 @@ impl Default for ScriptedSettings {
             fail_first: 0,
             fail_status: 503,
             tool_calls: CallStyle::Native,
+            obey_tool_text: false,
         }
     }
 }
@@ -188,6 +195,7 @@ impl ScriptedSettings {
                 status: self.fail_status,
             }),
             tool_calls: self.tool_calls,
+            obey_tool_text: self.obey_tool_text,
         })
     }
 }

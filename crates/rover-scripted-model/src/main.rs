@@ -47,6 +47,10 @@ struct Cli {
     /// models write them. Env: ROVER_SCRIPTED__TOOL_CALLS.
     #[arg(long, value_enum, value_name = "STYLE")]
     tool_calls: Option<rover_scripted_model::CallStyle>,
+    /// Obey any instruction planted in a tool's result (`!call <tool> {json}`), as the most
+    /// gullible model would. Env: ROVER_SCRIPTED__OBEY_TOOL_TEXT.
+    #[arg(long)]
+    obey_tool_text: bool,
 }
 
 #[tokio::main]
@@ -63,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
     s.fail_first = cli.fail_first.unwrap_or(s.fail_first);
     s.fail_status = cli.fail_status.unwrap_or(s.fail_status);
     s.tool_calls = cli.tool_calls.unwrap_or(s.tool_calls);
+    s.obey_tool_text |= cli.obey_tool_text;
     if cli.service.print_config {
         #[allow(clippy::print_stdout)]
         {

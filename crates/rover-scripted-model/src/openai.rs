@@ -114,7 +114,8 @@ impl ChatRequest {
         (!pending.is_empty()).then(|| unanswered(&pending))
     }
 
-    /// The conversation the engine decides on.
+    /// The conversation the engine decides on (a tool's result is read from inside Rover's
+    /// `<tool_result>` tags).
     pub(crate) fn conversation(&self) -> Conversation {
         let trigger_at = self.messages.iter().rposition(|m| m.role == "user");
         let trigger = trigger_at
@@ -126,7 +127,8 @@ impl ChatRequest {
             .filter(|m| m.role == "tool")
             .map(|m| {
                 let text = content_text(&m.content);
-                serde_json::from_str(&text).unwrap_or(Value::String(text))
+                let json = tool_result_json(&text);
+                serde_json::from_str(json).unwrap_or(Value::String(text))
             })
             .collect();
         Conversation {
@@ -404,6 +406,14 @@ fn argument_pieces(arguments: &str) -> Vec<String> {
 /// An OpenAI-style error body.
 pub(crate) fn error_body(message: &str, kind: &str, code: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// The JSON inside Rover's `<tool_result name="…">` tags (the whole text without them).
+fn tool_result_json(text: &str) -> &str {
+    text.strip_prefix("<tool_result ")
+        .and_then(|rest| rest.split_once('\n'))
+        .and_then(|(_, body)| body.strip_suffix("\n</tool_result>"))
+        .unwrap_or(text)
 }
 
 #[cfg(test)]

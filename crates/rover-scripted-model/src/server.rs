@@ -176,7 +176,11 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
         return response;
     }
     let conversation = request.conversation();
-    let mut decision = engine::decide(&config.rules, &conversation);
+    let obeyed = config
+        .obey_tool_text
+        .then(|| engine::obey_planted(&conversation))
+        .flatten();
+    let mut decision = obeyed.unwrap_or_else(|| engine::decide(&config.rules, &conversation));
     if let Reply::Calls(calls) = &decision.reply
         && let Some(text) = crate::openai::calls_as_text(calls, config.tool_calls)
     {

@@ -1,6 +1,7 @@
 //! The `/mcp` door, attacked as an outsider and as a colleague would: a token issued for the whole
 //! API (not for this resource), a valid token of a user who does not exist, a web page on another
-//! origin — each refused before any tool is listed or called.
+//! origin — each refused before any tool is listed or called. And names that hide text from a
+//! colleague are refused by REST exactly as by the tools (one validator, in the domain).
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
@@ -102,4 +103,22 @@ async fn a_page_on_another_origin_cannot_call_mcp() {
         let (status, _, body) = list(&rest, &token, origin).await;
         assert_eq!(status, StatusCode::OK, "{origin:?}: {body}");
     }
+}
+
+#[tokio::test]
+async fn rest_refuses_names_hiding_text_as_the_tools_do() {
+    let rest = spawn_rest_with(|_| {}).await;
+    let before = rest.count("departments").await;
+    for name in ["Sciences\u{202E}sdrawkcab", "\u{2066}Sciences\u{2069}"] {
+        let reply = rest
+            .post(ADMIN, "/api/departments", json!({ "name": name }))
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        assert!(
+            reply.body.to_string().contains("invisible"),
+            "{}",
+            reply.body
+        );
+    }
+    assert_eq!(rest.count("departments").await, before);
 }

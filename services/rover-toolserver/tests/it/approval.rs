@@ -241,3 +241,17 @@ async fn a_signed_approval_runs_exactly_the_call_and_input_it_names() {
     let reply = server.send(&signed(mcp, input.clone(), input)).await;
     assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
 }
+
+#[tokio::test]
+async fn a_name_hiding_text_from_colleagues_is_refused_by_the_tool() {
+    let server = spawn_toolserver().await;
+    let before = server.state().await;
+    for name in ["Sciences\u{202E}sdrawkcab", "Scien\u{200B}ces"] {
+        let reply = server
+            .call(ADMIN, "create.department", json!({ "name": name }))
+            .await;
+        assert_eq!(reply.outcome, ToolOutcome::Invalid, "{reply:?}");
+        assert!(reply.result.to_model_string().contains("invisible"));
+    }
+    assert_eq!(server.state().await, before);
+}

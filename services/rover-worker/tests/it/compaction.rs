@@ -110,10 +110,14 @@ async fn a_300_turn_thread_answers_within_the_budget_through_a_stored_summary() 
         let messages = request["messages"].as_array().expect("messages");
         let system = messages[0]["content"].as_str().expect("system prompt");
         assert!(
-            system.contains(SUMMARY_HEADING),
-            "the summary rides in the system prompt"
+            !system.contains(SUMMARY_HEADING),
+            "the summary is data: never in the system prompt"
         );
-        assert!(system.contains("Summary of the earlier conversation"));
+        let summary = messages[1]["content"].as_str().expect("the summary");
+        assert_eq!(messages[1]["role"], "assistant", "Rover's own notes");
+        assert!(summary.starts_with("<conversation_summary>"), "{summary}");
+        assert!(summary.contains(SUMMARY_HEADING));
+        assert!(summary.contains("Summary of the earlier conversation"));
         assert_eq!(
             messages.iter().filter(|m| m["role"] == "system").count(),
             1,
