@@ -427,3 +427,70 @@ async fn a_tools_own_policy_beats_the_schools_and_is_read_live() {
         0
     );
 }
+
+/// The per-turn budget holds across the whole turn: the continuation after an approval carries
+/// what the paused turn spent. Allowed one model call, the paused turn spent it asking to write;
+/// the approved write runs (it was paid for), but no further model call may answer after it.
+#[tokio::test]
+async fn the_per_turn_budget_holds_across_an_approval_continuation() {
+    let worker = std::collections::HashMap::from([(
+        "rover-worker",
+        vec![("ROVER_BUDGET__TURN_MODEL_CALLS".to_owned(), "1".to_owned())],
+    )]);
+    let stack = Stack::start_on(rover_testkit::TestVhost::create(), &[], &[], &worker).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let paused = stack
+        .say(EMAIL, "chat-budget", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let body = answer(&request, "create_department", &input, true);
+    let resumed = read_stream(post_answer(&stack, EMAIL, "chat-budget", body).await).await;
+    assert_eq!(resumed.status, 200);
+    let chunks = serde_json::to_string(&resumed.chunks).unwrap();
+    assert!(
+        chunks.contains("budget_exceeded") || chunks.contains("model calls"),
+        "the continuation may not make a second model call: {chunks}"
+    );
+    assert_eq!(
+        stack
+            .count("SELECT coalesce(sum(model_calls), 0)::bigint FROM token_usage")
+            .await,
+        1,
+        "one model call in the whole turn"
+    );
+}
+
+/// A message queued behind a running reply (double-texting `enqueue`) moves the conversation past
+/// what that reply asks approval for after the message arrived: the approval expires when the
+/// queued message's turn starts, and answering it later runs nothing.
+#[tokio::test]
+async fn an_approval_asked_after_a_newer_message_arrived_does_not_survive_it() {
+    let stack = Stack::start_with(
+        &["--first-token-delay-ms", "1500"],
+        &[("ROVER_CHAT__DOUBLE_TEXTING", "enqueue")],
+    )
+    .await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let chat = "chat-queued-past";
+    let (paused, queued) = crate::stop::say_and(
+        &stack,
+        EMAIL,
+        chat,
+        "Create a department called Sciences",
+        "start",
+        || async {
+            let messages = json!([{ "id": "u2", "role": "user", "parts": [{ "type": "text", "text": "What's the date today?" }] }]);
+            read_stream(stack.post(stack.gateway, &stack.token(EMAIL), chat, messages).await).await
+        },
+    )
+    .await;
+    // The first reply asked after the second message was queued; the second then ran.
+    let (request, input) = requested(&paused);
+    assert_eq!(queued.finish_reason(), Some("stop"), "{:#?}", queued.chunks);
+    let body = answer(&request, "create_department", &input, true);
+    let response = post_answer(&stack, EMAIL, chat, body).await;
+    assert_eq!(response.status(), 409);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "approval_invalid", "{error}");
+    assert_eq!(sciences(&stack).await, 0, "nothing ran");
+}

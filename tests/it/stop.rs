@@ -19,7 +19,7 @@ const SLOW_MODEL: &[&str] = &["--chunk-delay-ms", "40"];
 
 /// Posts `text` and reads the whole stream; when the first chunk of type `at` arrives, runs
 /// `then` while the stream goes on, and returns its output too.
-async fn say_and<F, Fut>(
+pub(crate) async fn say_and<F, Fut>(
     stack: &Stack,
     email: &str,
     chat: &str,

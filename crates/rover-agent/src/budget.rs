@@ -84,8 +84,22 @@ impl std::fmt::Debug for TurnBudget {
     }
 }
 
+/// What earlier deliveries of a turn, and the earlier turns of its approval chain, already spent:
+/// the per-turn limits hold across the whole chain and every redelivery, not per process.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
+    /// Tokens the model reported (input and output together).
+    pub tokens: u64,
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Tool calls made (their results are in the journal).
+    pub tool_calls: u32,
+}
+
 #[derive(Debug, Default, Clone)]
 struct Spent {
+    /// What was spent before this delivery (counted against the limits, not reported again).
+    carried: u64,
     usage: TokenUsage,
     /// Tokens reserved by model calls in flight in this turn.
     reserved: u64,
@@ -110,6 +124,18 @@ impl TurnBudget {
             spent: Mutex::new(Spent::default()),
             ledger,
         }
+    }
+
+    /// The budget of a turn that already spent `carried` (a redelivery, or a continuation after
+    /// an approval): what is left of the limits is what the whole turn has left.
+    pub fn carrying(self, carried: Carried) -> Self {
+        {
+            let mut spent = self.spent();
+            spent.carried = carried.tokens;
+            spent.model_calls = carried.model_calls;
+            spent.tool_calls = carried.tool_calls;
+        }
+        self
     }
 
     /// No limits and no ledger.
@@ -143,7 +169,7 @@ impl TurnBudget {
         let refused = {
             let mut spent = self.spent();
             let limits = self.limits;
-            let used = spent.usage.input_tokens + spent.usage.output_tokens;
+            let used = spent.carried + spent.usage.input_tokens + spent.usage.output_tokens;
             if let Some(error) = &spent.exhausted {
                 Some(error.clone())
             } else if limits.model_calls > 0 && spent.model_calls >= limits.model_calls {
@@ -280,5 +306,41 @@ mod tests {
             BudgetError::UserDaily(5)
         );
         assert_eq!(budget.spent().reserved, 0);
+    }
+
+    #[tokio::test]
+    async fn what_a_turn_carried_over_counts_against_its_limits() {
+        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+            tokens: 850,
+            model_calls: 2,
+            tool_calls: 3,
+        });
+        assert_eq!(
+            budget.before_tool_calls(2).unwrap_err(),
+            BudgetError::TurnToolCalls(4)
+        );
+        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+            tokens: 850,
+            model_calls: 2,
+            tool_calls: 0,
+        });
+        assert_eq!(
+            budget.before_model_call(200).await.unwrap_err(),
+            BudgetError::TurnTokens(1_000)
+        );
+        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+            tokens: 0,
+            model_calls: 3,
+            tool_calls: 0,
+        });
+        assert_eq!(
+            budget.before_model_call(1).await.unwrap_err(),
+            BudgetError::TurnModelCalls(3)
+        );
+        assert_eq!(
+            budget.usage(),
+            TokenUsage::default(),
+            "carried tokens are not reported again"
+        );
     }
 }

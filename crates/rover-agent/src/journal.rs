@@ -65,6 +65,14 @@ impl Journal {
         self.parts.len()
     }
 
+    /// How many tool calls it holds results of (every part but the model's answers).
+    pub fn tool_results(&self) -> usize {
+        self.parts
+            .keys()
+            .filter(|(_, _, part)| part != MODEL_PART)
+            .count()
+    }
+
     /// Whether it holds nothing (a fresh turn).
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()

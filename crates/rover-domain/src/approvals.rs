@@ -195,6 +195,26 @@ pub async fn expire_pending(tx: &mut TenantTx, thread: ThreadId) -> Result<(), D
     Ok(())
 }
 
+/// Expires the thread's pending approvals that `turn`'s chain did not ask for: a message queued
+/// behind a running reply (double-texting `enqueue`/`interrupt`) moves the conversation past what
+/// that reply asked after the message arrived, as any new message does.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %turn))]
+pub async fn expire_pending_before(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    turn: TurnId,
+) -> Result<u64, DomainError> {
+    let expired = sqlx::query(
+        "UPDATE approvals SET state = 'expired', decided_at = now() \
+         WHERE thread_id = $1 AND state = 'pending' AND NOT ($2 = ANY (chain))",
+    )
+    .bind(thread.as_uuid())
+    .bind(turn.as_uuid())
+    .execute(tx.connection())
+    .await?;
+    Ok(expired.rows_affected())
+}
+
 /// The thread's history before `root`'s first message, and that message (the staff member's
 /// message that started the paused chain).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %root))]

@@ -120,6 +120,21 @@ pub async fn settle(
     Ok(())
 }
 
+/// What `turns` together have used so far (a turn's approval chain and the turn itself).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
+pub async fn chain_usage(tx: &mut TenantTx, turns: &[TurnId]) -> Result<TurnUsage, DomainError> {
+    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
+    Ok(sqlx::query_as(
+        "SELECT coalesce(sum(input_tokens), 0)::bigint AS input_tokens, \
+                coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \
+                coalesce(sum(model_calls), 0)::int AS model_calls \
+         FROM token_usage WHERE turn_id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_one(tx.connection())
+    .await?)
+}
+
 /// What `turn` has used so far (zero when it made no model call).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
 pub async fn turn_usage(tx: &mut TenantTx, turn: TurnId) -> Result<TurnUsage, DomainError> {

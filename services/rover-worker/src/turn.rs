@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use rover_agent::budget::Carried;
 use rover_agent::{Emitted, Journal, StepPart};
 use rover_contracts::ErrorCode;
 use rover_contracts::identity::TurnVerifier;
+use rover_contracts::ids::TurnId;
 use rover_contracts::wire::{FinishReason, TurnEvent, TurnEventKind, TurnInput, TurnRequest};
 use rover_messaging::{Delivery, Outcome};
 use tracing::Instrument as _;
@@ -67,6 +69,7 @@ pub(crate) async fn handle_turn(
                     || ready_to_run(shared, &request),
                 )
                 .await?;
+            expire_approvals_left_behind(shared, &request).await?;
             load_prior(shared, &request).await
         }
         .instrument(span.clone())
@@ -146,7 +149,8 @@ pub(crate) async fn handle_turn(
                 trace_id: rover_telemetry::trace_id(&span),
             },
         });
-        let budget = budget::turn_budget(&shared.settings.budget, &shared.pool, &request);
+        let budget = budget::turn_budget(&shared.settings.budget, &shared.pool, &request)
+            .carrying(prior.carried);
         let outcome = if give_up {
             Err(Failure {
                 code: ErrorCode::Internal,
@@ -244,6 +248,8 @@ pub(crate) struct Prior {
     stopped: bool,
     /// An earlier turn of its thread is still open: it must wait.
     behind: bool,
+    /// What the turn already spent: earlier deliveries, and the earlier turns of its chain.
+    carried: Carried,
 }
 
 pub(crate) async fn load_prior(
@@ -271,10 +277,14 @@ pub(crate) async fn load_prior(
     let parts = rover_domain::conversation::steps(&mut tx, &[request.turn_id]).await?;
     let stopped = rover_domain::conversation::stop_requested(&mut tx, request.turn_id).await?;
     let behind = rover_domain::conversation::waits_behind(&mut tx, request.turn_id).await?;
-    let chain = match &request.input {
-        TurnInput::Continue { chain } => rover_domain::conversation::steps(&mut tx, chain).await?,
-        _ => Vec::new(),
+    let chain_turns: &[TurnId] = match &request.input {
+        TurnInput::Continue { chain } => chain,
+        _ => &[],
     };
+    let chain = rover_domain::conversation::steps(&mut tx, chain_turns).await?;
+    let mut spent_by: Vec<TurnId> = chain_turns.to_vec();
+    spent_by.push(request.turn_id);
+    let usage = rover_domain::usage::chain_usage(&mut tx, &spent_by).await?;
     tx.commit().await?;
     let step = |p: rover_domain::conversation::StepPart| StepPart {
         agent: p.agent,
@@ -282,14 +292,42 @@ pub(crate) async fn load_prior(
         part: p.part,
         record: p.record,
     };
+    let own_parts = !parts.is_empty();
+    let journal = Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step));
+    let carried = Carried {
+        tokens: u64::try_from(usage.input_tokens + usage.output_tokens).unwrap_or_default(),
+        model_calls: u32::try_from(usage.model_calls).unwrap_or_default(),
+        tool_calls: u32::try_from(journal.tool_results()).unwrap_or(u32::MAX),
+    };
     Ok(Prior {
         completed,
         continuation: Continuation::after(events),
-        own_parts: !parts.is_empty(),
+        own_parts,
         stopped,
         behind,
-        journal: Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step)),
+        journal,
+        carried,
     })
+}
+
+/// A queued turn starts after the replies it waited for: what they asked approval for after its
+/// message arrived is past, as at any new message (the gateway expires what was pending then).
+async fn expire_approvals_left_behind(
+    shared: &Shared,
+    request: &TurnRequest,
+) -> Result<(), rover_domain::DomainError> {
+    let mut tx = rover_domain::begin_tenant(&shared.pool, school_of(request)).await?;
+    let expired =
+        rover_domain::approvals::expire_pending_before(&mut tx, request.thread_id, request.turn_id)
+            .await?;
+    tx.commit().await?;
+    if expired > 0 {
+        tracing::info!(
+            expired,
+            "approvals asked for after this message arrived expired"
+        );
+    }
+    Ok(())
 }
 
 /// Whether no turn opened before this one on its thread is still open.
