@@ -397,11 +397,17 @@ async fn one_turn_is_one_trace_across_the_three_services() {
             );
         }
     }
+    // The chat's thread: keyed by (school, user, chat id), so not the chat id itself.
+    let thread: String = sqlx::query_scalar("SELECT id::text FROM threads")
+        .fetch_one(&stack.owner)
+        .await
+        .unwrap();
+    assert_ne!(thread, chat_id);
     for span in &genai {
         assert_eq!(
             span.attributes.get("gen_ai.conversation.id"),
-            Some(&chat_id),
-            "{span:#?} names the chat"
+            Some(&thread),
+            "{span:#?} names the chat's thread"
         );
     }
     let permission = spans

@@ -122,3 +122,90 @@ async fn rest_refuses_names_hiding_text_as_the_tools_do() {
     }
     assert_eq!(rest.count("departments").await, before);
 }
+
+/// `tools/call` for `list_departments` on `/mcp` as `token`.
+async fn call(rest: &Rest, token: &str) -> (StatusCode, String) {
+    let request = rest
+        .request(Method::POST, "/mcp", None)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(Body::from(
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": { "name": "list_departments", "arguments": {} } })
+            .to_string(),
+        ))
+        .unwrap();
+    let response = tower::ServiceExt::oneshot(rest.router.clone(), request)
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn a_user_may_have_only_so_many_mcp_requests_in_flight() {
+    let rest = spawn_rest_with(|settings| {
+        settings.mcp.max_in_flight_per_user = 1;
+        // No tool server runs here: a call waits for this long, then fails.
+        settings.amqp.rpc_attempt_timeout_ms = 3_000;
+        settings.amqp.rpc_attempts = 1;
+    })
+    .await;
+    // The call is in flight once its RPC reaches the tools queue.
+    let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let _consumer = rest
+        .state
+        .broker
+        .consume(
+            &rest.state.topology.tools_queue(),
+            rover_messaging::ConsumerOptions::default(),
+            move |_| {
+                let _ = arrived.send(());
+                async { rover_messaging::Outcome::Ack }
+            },
+        )
+        .await
+        .expect("consume the tools queue");
+    let token = rest.token(ADMIN);
+    let first = tokio::spawn({
+        let (rest_router, token) = (rest.router.clone(), token.clone());
+        async move {
+            let request = axum::http::Request::post("/mcp")
+                .header(header::HOST, "localhost")
+                .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .body(Body::from(
+                    json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": { "name": "list_departments", "arguments": {} } })
+                    .to_string(),
+                ))
+                .unwrap();
+            tower::ServiceExt::oneshot(rest_router, request)
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    rover_testkit::within("the first call reaches the tools queue", arrivals.recv())
+        .await
+        .expect("a call");
+
+    // The same user again, while the first waits: 429 with Retry-After.
+    let (status, body) = call(&rest, &token).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("in flight"), "{body}");
+    // A colleague is not held up by it.
+    let (status, _, body) = list(&rest, &rest.token("dos@hill.school"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Once the first ends, the user may call again.
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    let (status, _, _) = list(&rest, &token, None).await;
+    assert_eq!(status, StatusCode::OK);
+}
