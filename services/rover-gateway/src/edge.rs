@@ -396,6 +396,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn connections_are_capped_in_all_and_per_address_but_not_per_trusted_proxy() {
+        let ip = |last: u8| IpAddr::from([10, 0, 0, last]);
+        let proxies = TrustedProxies::parse(&["10.0.0.9".to_owned()]).unwrap();
+        let connections = Arc::new(Connections {
+            max: 4,
+            per_client: 2,
+            open: Mutex::default(),
+        });
+        let a1 = connections.admit(ip(1), &proxies).expect("first");
+        let _a2 = connections.admit(ip(1), &proxies).expect("second");
+        assert!(connections.admit(ip(1), &proxies).is_none(), "per address");
+        let _p1 = connections.admit(ip(9), &proxies).expect("a proxy");
+        let _p2 = connections
+            .admit(ip(9), &proxies)
+            .expect("a proxy, over the per-address cap");
+        assert!(connections.admit(ip(2), &proxies).is_none(), "in all");
+        drop(a1);
+        assert!(
+            connections.admit(ip(2), &proxies).is_some(),
+            "a closed one frees its place"
+        );
+        let unlimited = Arc::new(Connections {
+            max: 0,
+            per_client: 0,
+            open: Mutex::default(),
+        });
+        let held: Vec<_> = (0..100).map(|_| unlimited.admit(ip(1), &proxies)).collect();
+        assert!(held.iter().all(Option::is_some), "0 means no cap");
+    }
+
+    #[test]
     fn allowed_hosts_follow_the_settings() {
         let mut settings = crate::Settings::default();
         assert_eq!(allowed_hosts(&settings), ["localhost", "127.0.0.1", "::1"]);
