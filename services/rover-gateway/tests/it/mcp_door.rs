@@ -123,10 +123,10 @@ async fn rest_refuses_names_hiding_text_as_the_tools_do() {
     assert_eq!(rest.count("departments").await, before);
 }
 
-/// `tools/call` for `list_departments` on `/mcp` as `token`.
-async fn call(rest: &Rest, token: &str) -> (StatusCode, String) {
-    let request = rest
-        .request(Method::POST, "/mcp", None)
+/// `tools/call` for `list_departments` on `/mcp` as `token` (owned, so it can be spawned).
+async fn call(router: axum::Router, token: String) -> (StatusCode, String) {
+    let request = axum::http::Request::post("/mcp")
+        .header(header::HOST, "localhost")
         .header(header::AUTHORIZATION, format!("Bearer {token}"))
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ACCEPT, "application/json, text/event-stream")
@@ -137,9 +137,7 @@ async fn call(rest: &Rest, token: &str) -> (StatusCode, String) {
             .to_string(),
         ))
         .unwrap();
-    let response = tower::ServiceExt::oneshot(rest.router.clone(), request)
-        .await
-        .unwrap();
+    let response = tower::ServiceExt::oneshot(router, request).await.unwrap();
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
@@ -172,40 +170,20 @@ async fn a_user_may_have_only_so_many_mcp_requests_in_flight() {
         .await
         .expect("consume the tools queue");
     let token = rest.token(ADMIN);
-    let first = tokio::spawn({
-        let (rest_router, token) = (rest.router.clone(), token.clone());
-        async move {
-            let request = axum::http::Request::post("/mcp")
-                .header(header::HOST, "localhost")
-                .header(header::AUTHORIZATION, format!("Bearer {token}"))
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-11-25")
-                .body(Body::from(
-                    json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                            "params": { "name": "list_departments", "arguments": {} } })
-                    .to_string(),
-                ))
-                .unwrap();
-            tower::ServiceExt::oneshot(rest_router, request)
-                .await
-                .unwrap()
-                .status()
-        }
-    });
+    let first = tokio::spawn(call(rest.router.clone(), token.clone()));
     rover_testkit::within("the first call reaches the tools queue", arrivals.recv())
         .await
         .expect("a call");
 
     // The same user again, while the first waits: 429 with Retry-After.
-    let (status, body) = call(&rest, &token).await;
+    let (status, body) = call(rest.router.clone(), token.clone()).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert!(body.contains("in flight"), "{body}");
     // A colleague is not held up by it.
     let (status, _, body) = list(&rest, &rest.token("dos@hill.school"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // Once the first ends, the user may call again.
-    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
     let (status, _, _) = list(&rest, &token, None).await;
     assert_eq!(status, StatusCode::OK);
 }
