@@ -72,8 +72,15 @@ try {
   seen.who = await page.getByTestId('who').innerText();
   seen.chatId = new URL(page.url()).searchParams.get('chat');
 
-  begin('a tool call is a timeline row with its label, then the reply');
+  begin('a write waits on a card showing its label and exact input, then runs once approved');
   await say('Create a department called Sciences');
+  const card = lastAssistant().getByTestId('approval');
+  await card.waitFor();
+  seen.approvalCard = await card.innerText();
+  seen.approvalInput = await card.getByTestId('approval-input').innerText();
+  await card.getByTestId('approve').click();
+
+  begin('a tool call is a timeline row with its label, then the reply');
   await replyContains('I created the Sciences department');
   seen.createRows = await lastAssistant().getByTestId('activity').allInnerTexts();
   seen.createReply = await lastAssistant().getByTestId('reply').innerText();

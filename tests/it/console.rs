@@ -140,6 +140,8 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
     )
     .await;
+    // Writes wait for the staff member's approval, so the page draws the card.
+    crate::approvals::require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
     let screenshots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("the target directory")
@@ -167,6 +169,13 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         text(&report, "who").contains("Kampala Hill School"),
         "{report:#}"
     );
+    // The approval card names the tool and shows exactly what will run.
+    assert!(
+        text(&report, "approvalCard").contains("Creating a department"),
+        "{report:#}"
+    );
+    let shown: Value = serde_json::from_str(&text(&report, "approvalInput")).expect("JSON");
+    assert_eq!(shown, serde_json::json!({ "name": "Sciences" }));
     // One timeline row per tool call, with the registry's label, then the reply.
     let rows = texts(&report, "createRows");
     assert_eq!(rows.len(), 1, "{report:#}");
@@ -240,7 +249,7 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
     );
 
     // Nothing was sent twice by the reloads: in the first chat, one turn per message sent (the
-    // answer to the question is a turn of its own), and one department.
+    // answer to the question and the approval are turns of their own), and one department.
     assert_eq!(
         stack
             .count(
@@ -248,7 +257,7 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
                  WHERE e.thread_id = (SELECT id FROM threads ORDER BY created_at LIMIT 1)"
             )
             .await,
-        5
+        6
     );
     assert_eq!(
         stack
