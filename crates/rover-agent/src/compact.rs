@@ -5,7 +5,8 @@
 //! - a large tool result from an earlier turn is replaced by a short stub naming its call id (the
 //!   full result stays in `conversation_log`);
 //! - when the rest still does not fit, the oldest turns are folded, by the model, into one stored
-//!   summary of the thread, which rides at the end of the system prompt;
+//!   summary of the thread, sent first as Rover's own notes between `<conversation_summary>`
+//!   tags (data, never part of the system prompt);
 //! - cuts fall only where a staff member's message begins, so a tool call is never separated
 //!   from its result (nor an `ask_user` from its answer).
 //!
@@ -26,7 +27,7 @@ use crate::model::{ModelClient, ModelError};
 const BYTES_PER_TOKEN: usize = 4;
 /// Estimated tokens of framing per message (role, separators).
 const TOKENS_PER_MESSAGE: usize = 4;
-/// How a stored summary is introduced in the system prompt.
+/// How a stored summary is introduced, inside its tags.
 pub const SUMMARY_HEADING: &str = "## Earlier in this thread (a summary; the details are stored)";
 
 /// The limits compaction keeps to.
@@ -65,7 +66,8 @@ pub struct Summary {
 /// What to send, or what to summarise first.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Window {
-    /// The history fits: send these messages (a leading `system` message is the summary).
+    /// The history fits: send these messages (a leading message between `<conversation_summary>`
+    /// tags is the summary, `summary_message`).
     Fits(Vec<Value>),
     /// The history does not fit: summarise `history[from..to]` (after the stored summary, if
     /// any) into a new summary covering `to` messages, then fit again.

@@ -126,8 +126,14 @@ pub fn init(
 
 /// The W3C trace id of `span`, as 32 lowercase hex digits, when traces are being recorded.
 pub fn trace_id(span: &tracing::Span) -> Option<String> {
-    let context = span.context();
-    let span_context = context.span().span_context().clone();
+    context_trace_id(&span.context())
+}
+
+/// The W3C trace id of an OpenTelemetry context (one extracted from a message's headers, say), as
+/// 32 lowercase hex digits, when it names a valid trace. The one place a trace id becomes text.
+pub fn context_trace_id(context: &opentelemetry::Context) -> Option<String> {
+    let span = context.span();
+    let span_context = span.span_context();
     span_context
         .is_valid()
         .then(|| span_context.trace_id().to_string())

@@ -19,7 +19,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use opentelemetry::trace::TraceContextExt as _;
 use rover_authz::Authorizer;
 use rover_contracts::AgentToolResult;
 use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdentity};
@@ -161,10 +160,7 @@ impl Pipeline {
         delivery: Delivery,
     ) -> Option<impl Future<Output = Vec<u8>> + Send + use<>> {
         let parent = rover_messaging::extract(&delivery.headers);
-        let span_context = parent.span().span_context().clone();
-        let trace_id = span_context
-            .is_valid()
-            .then(|| span_context.trace_id().to_string());
+        let trace_id = rover_telemetry::context_trace_id(&parent);
         let call = match wire::decode::<ToolCall>(&delivery.body) {
             Ok(call) => Ok(call),
             Err(error) => {

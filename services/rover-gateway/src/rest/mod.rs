@@ -223,14 +223,7 @@ async fn authorize(
 
 /// The current OpenTelemetry trace id, if a trace is being recorded, for the audit row.
 fn current_trace_id() -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let context = tracing::Span::current().context();
-    let span = context.span();
-    let span_context = span.span_context();
-    span_context
-        .is_valid()
-        .then(|| span_context.trace_id().to_string())
+    rover_telemetry::trace_id(&tracing::Span::current())
 }
 
 /// `GET /api/departments`: the departments in the caller's scope.
