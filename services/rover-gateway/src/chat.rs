@@ -1,5 +1,5 @@
 //! `POST /api/chat` and `GET /api/chat/{id}/stream`: the AI SDK UI message stream over SSE, so a
-//! `useChat` Hub works unchanged (`PROTOCOLS.md` §1).
+//! `useChat` Hub works unchanged (`docs/protocols.md` §1).
 //!
 //! A POST takes only the last message from the body — history is the server's — mints the runtime
 //! context from live rows, signs the turn identity, follows the turn's events, publishes the

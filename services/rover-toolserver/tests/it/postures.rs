@@ -15,7 +15,7 @@ const OKELLO: &str = "okello@hill.school";
 const BURSAR: &str = "bursar@hill.school";
 
 /// For each policy tool: valid arguments, and the demo users whose roles lack its permission
-/// (DOMAIN.md's role table).
+/// (the role table in `docs/domain.md`).
 fn policy_cases(server: &TestServer) -> Vec<(&'static str, Value, Vec<&'static str>)> {
     let ids = &server.db.ids;
     vec![
