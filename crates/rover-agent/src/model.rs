@@ -202,11 +202,13 @@ impl ModelClient {
         }
         let mut last = ModelError::Transport("no attempt was made".to_owned());
         let mut tried = 0u32;
+        // A retry waits `backoff`, then twice, four and at most eight times as long.
+        let mut backoff = rover_settings::Backoff::new(self.backoff, self.backoff * 8);
         for (index, (client, endpoint)) in self.endpoints.iter().enumerate() {
             request["model"] = Value::String(endpoint.model.clone());
             for attempt in 1..=self.attempts {
                 if tried > 0 {
-                    tokio::time::sleep(self.backoff * 2u32.pow((tried - 1).min(3))).await;
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
                 tried += 1;
                 let span = tracing::info_span!(

@@ -12,6 +12,7 @@ use lapin::{
     Channel, Connection, ConnectionProperties, Event, options::QueueDeclareOptions,
     types::FieldTable,
 };
+use rover_settings::Backoff;
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -402,10 +403,12 @@ async fn supervise(core: Arc<Core>, mut live: Live, mut closing: watch::Receiver
         );
         core.link.send_replace(Link::Down);
 
-        let mut backoff = options.reconnect_backoff_min;
+        let mut backoff =
+            Backoff::new(options.reconnect_backoff_min, options.reconnect_backoff_max);
         let connection = loop {
+            let delay = backoff.next_delay();
             let attempt = async {
-                tokio::time::sleep(backoff).await;
+                tokio::time::sleep(delay).await;
                 reconnect(&core).await
             };
             tokio::select! {
@@ -416,8 +419,7 @@ async fn supervise(core: Arc<Core>, mut live: Live, mut closing: watch::Receiver
                 result = attempt => match result {
                     Ok(connection) => break connection,
                     Err(error) => {
-                        backoff = (backoff * 2).min(options.reconnect_backoff_max);
-                        tracing::warn!(error = %error, next_attempt_in = ?backoff, "reconnect failed");
+                        tracing::warn!(error = %error, next_attempt_in = ?backoff.peek(), "reconnect failed");
                     }
                 },
             }

@@ -13,6 +13,7 @@ use lapin::{
     },
     types::FieldTable,
 };
+use rover_settings::Backoff;
 use tokio::{
     sync::{Semaphore, oneshot, watch},
     task::JoinSet,
@@ -328,7 +329,10 @@ async fn run(
     // consumer bounds it itself: at most `prefetch` handlers run, and at most `prefetch` more
     // deliveries wait (unacked, so the broker holds back the rest).
     let running = Arc::new(Semaphore::new(usize::from(options.prefetch.max(1))));
-    let mut backoff = broker.options().reconnect_backoff_min;
+    let mut backoff = Backoff::new(
+        broker.options().reconnect_backoff_min,
+        broker.options().reconnect_backoff_max,
+    );
     loop {
         let subscribed = tokio::select! {
             () = stopped(&mut stop) => break,
@@ -344,12 +348,12 @@ async fn run(
                 if matches!(error, MessagingError::Closed) {
                     break;
                 }
-                tracing::warn!(%error, retry_in = ?backoff, "could not subscribe");
+                let delay = backoff.next_delay();
+                tracing::warn!(%error, retry_in = ?delay, "could not subscribe");
                 tokio::select! {
                     () = stopped(&mut stop) => break,
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delay) => {}
                 }
-                backoff = (backoff * 2).min(broker.options().reconnect_backoff_max);
                 continue;
             }
         };
@@ -360,7 +364,7 @@ async fn run(
             }
             None => tracing::info!(queue, "consumer subscribed again"),
         }
-        backoff = broker.options().reconnect_backoff_min;
+        backoff.reset();
         loop {
             tokio::select! {
                 () = stopped(&mut stop) => {

@@ -7,6 +7,7 @@
 //!
 //! Every section is `#[serde(default)]`, so a layer only names what it changes.
 
+mod backoff;
 pub mod fault;
 mod secret;
 mod sections;
@@ -17,6 +18,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use serde::de::DeserializeOwned;
 
+pub use backoff::Backoff;
 pub use secret::Secret;
 pub use sections::*;
 

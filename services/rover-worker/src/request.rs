@@ -136,15 +136,14 @@ pub(crate) async fn run_request(
                 record: part.record,
             };
             async move {
-                let mut pause = RECORD_FIRST_PAUSE;
+                let mut pause = rover_settings::Backoff::new(RECORD_FIRST_PAUSE, RECORD_MAX_PAUSE);
                 let mut attempt = 1;
                 let stopped = loop {
                     match record_part(&pool, school, thread, turn, &part).await {
                         Ok(stopped) => break stopped,
                         Err(error) if attempt < RECORD_ATTEMPTS => {
                             tracing::warn!(%error, attempt, "could not record the turn's progress; trying again");
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(RECORD_MAX_PAUSE);
+                            tokio::time::sleep(pause.next_delay()).await;
                             attempt += 1;
                         }
                         Err(error) => return Err(error.to_string()),
