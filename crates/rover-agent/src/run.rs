@@ -413,15 +413,13 @@ async fn run_loop(
                 } => (envelope, denied),
             };
             live = true;
-            let content = envelope.to_model_string();
             match &envelope {
                 _ if denied => emit(TurnEventKind::ToolOutputDenied {
                     tool_call_id: call.id.clone(),
                 }),
                 AgentToolResult::Data { .. } => emit(TurnEventKind::ToolOutputAvailable {
                     tool_call_id: call.id.clone(),
-                    output: serde_json::from_str(&content)
-                        .unwrap_or(Value::String(content.clone())),
+                    output: serde_json::to_value(&envelope).unwrap_or_default(),
                 }),
                 AgentToolResult::Error { error } => emit(TurnEventKind::ToolOutputError {
                     tool_call_id: call.id.clone(),

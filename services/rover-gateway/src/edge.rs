@@ -182,6 +182,19 @@ impl IdleIo {
         self.deadline.as_mut().reset(next);
     }
 
+    /// A write's result, counted as movement when it wrote something.
+    fn wrote(
+        &mut self,
+        written: std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if let std::task::Poll::Ready(Ok(n)) = written
+            && n > 0
+        {
+            self.moved();
+        }
+        written
+    }
+
     /// `Pending` from the socket: an error instead once the connection has been idle too long.
     fn check_idle(
         &mut self,
@@ -224,12 +237,7 @@ impl tokio::io::AsyncWrite for IdleIo {
         data: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write(cx, data);
-        if let std::task::Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            self.moved();
-        }
-        written
+        self.wrote(written)
     }
 
     fn poll_flush(
@@ -252,12 +260,7 @@ impl tokio::io::AsyncWrite for IdleIo {
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let std::task::Poll::Ready(Ok(n)) = written
-            && n > 0
-        {
-            self.moved();
-        }
-        written
+        self.wrote(written)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -146,10 +146,12 @@ async fn require_bearer(State(door): State<Door>, request: Request, next: Next) 
         Ok(principal) => principal,
         Err(error) => return challenged(error, &base, &parts.headers),
     };
-    // A token whose subject is no user here is as good as none.
-    if let Err(error) = crate::caller::school_of(state, &principal).await {
-        return challenged(error, &base, &parts.headers);
-    }
+    // A token whose subject is no user here is as good as none. The school found is the
+    // request's tenant from here on (the handlers do not look it up again).
+    let school = match crate::caller::school_of(state, &principal).await {
+        Ok(school) => school,
+        Err(error) => return challenged(error, &base, &parts.headers),
+    };
     let Some(slot) = door.in_flight.try_acquire(principal.user_id) else {
         return ApiError::new(
             ErrorCode::RateLimited,
@@ -161,7 +163,9 @@ async fn require_bearer(State(door): State<Door>, request: Request, next: Next) 
         .retry_after(state.settings.chat.busy_retry_after_secs)
         .into_response();
     };
-    parts.extensions.insert(principal);
+    parts
+        .extensions
+        .insert(server::Member { principal, school });
     parts
         .extensions
         .insert(RequestSpan(tracing::Span::current()));

@@ -49,6 +49,14 @@ pub struct McpServer {
     exchange: String,
 }
 
+/// Who an MCP request acts as: the bearer token's principal and their school, both checked by the
+/// `/mcp` door before any handler runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Member {
+    pub(crate) principal: Principal,
+    pub(crate) school: rover_contracts::ids::SchoolId,
+}
+
 /// One round of a `tools/call`: the staff member's answer to an approval question, if this round
 /// carries one, and whether the client can be asked.
 #[derive(Debug, Clone, Copy)]
@@ -75,19 +83,19 @@ impl McpServer {
 
     /// The caller's runtime context, minted from live rows (no campus choice: a campus
     /// administrator acts in their own campus, as in chat without the campus header).
-    async fn caller(&self, principal: &Principal) -> Result<Caller, ErrorData> {
-        let mut tx = caller::tenant(&self.state, principal)
+    async fn caller(&self, member: Member) -> Result<Caller, ErrorData> {
+        let mut tx = rover_domain::begin_tenant(&self.state.pool, member.school)
             .await
-            .map_err(rpc_error)?;
-        let caller = caller::resolve(&mut tx, principal, None, Vec::new())
+            .map_err(|e| rpc_error(e.into()))?;
+        let caller = caller::resolve(&mut tx, &member.principal, None, Vec::new())
             .await
             .map_err(rpc_error)?;
         tx.rollback().await.map_err(|e| rpc_error(e.into()))?;
         Ok(caller)
     }
 
-    async fn list(&self, principal: Principal) -> Result<ListToolsResult, ErrorData> {
-        let caller = self.caller(&principal).await?;
+    async fn list(&self, member: Member) -> Result<ListToolsResult, ErrorData> {
+        let caller = self.caller(member).await?;
         let tools: Vec<Tool> = catalogue::offered(&caller.context)
             .filter_map(catalogue::definition)
             .collect();
@@ -100,12 +108,12 @@ impl McpServer {
 
     async fn call(
         &self,
-        principal: Principal,
+        member: Member,
         contract: &'static ToolContract,
         arguments: Value,
         round: Round,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller(&principal).await?;
+        let caller = self.caller(member).await?;
         // An approved retry runs in the turn it was asked in: the same call id, so it runs once.
         let turn = match round.answer {
             Some(Answer::Approved(turn)) => turn,
@@ -152,10 +160,12 @@ impl McpServer {
         if outcome == ToolOutcome::ApprovalRequired.as_str() && round.answer.is_none() {
             if round.can_ask {
                 tracing::info!("asking the MCP client for approval");
-                let question =
-                    self.state
-                        .questions
-                        .ask(principal.user_id, turn, contract, &arguments)?;
+                let question = self.state.questions.ask(
+                    member.principal.user_id,
+                    turn,
+                    contract,
+                    &arguments,
+                )?;
                 return Ok(question.into());
             }
             return Ok(result(AgentToolResult::error(cannot_ask(contract))).into());
@@ -209,12 +219,12 @@ fn identity_ttl(settings: &crate::Settings) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(secs).unwrap_or(60))
 }
 
-/// The principal the `/mcp` middleware put into the request (rmcp hands handlers the HTTP parts).
-fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+/// Who the `/mcp` door let in (rmcp hands handlers the HTTP parts).
+fn member(context: &RequestContext<RoleServer>) -> Result<Member, ErrorData> {
     context
         .extensions
         .get::<Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
+        .and_then(|parts| parts.extensions.get::<Member>())
         .copied()
         .ok_or_else(|| ErrorData::invalid_request("No authenticated caller.", None))
 }
@@ -254,9 +264,9 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let principal = principal(&context)?;
-        let span = tracing::info_span!(parent: &request_span(&context), "rover.gateway.mcp.list_tools", user_id = %principal.user_id);
-        self.list(principal).instrument(span).await
+        let member = member(&context)?;
+        let span = tracing::info_span!(parent: &request_span(&context), "rover.gateway.mcp.list_tools", user_id = %member.principal.user_id);
+        self.list(member).instrument(span).await
     }
 
     async fn call_tool(
@@ -264,7 +274,8 @@ impl rmcp::ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let principal = principal(&context)?;
+        let member = member(&context)?;
+        let principal = member.principal;
         let contract = catalogue::rpc_tool(&request.name).ok_or_else(|| {
             let name: String = request.name.chars().take(64).collect();
             ErrorData::invalid_params(format!("There is no tool `{name}`."), None)
@@ -301,7 +312,7 @@ impl rmcp::ServerHandler for McpServer {
             turn_id = tracing::field::Empty,
             rover.tool.outcome = tracing::field::Empty,
         );
-        self.call(principal, contract, arguments, round)
+        self.call(member, contract, arguments, round)
             .instrument(span)
             .await
     }
