@@ -98,8 +98,10 @@ impl Agent {
     /// Every call passes here before it may run or wait for approval, whether the model made it
     /// natively or wrote it as text; `Err` is the result the model reads instead, saying what it
     /// may call.
-    pub(crate) fn check_call(&self, name: &str, args: &Value) -> Result<&AgentTool, String> {
-        let tool = self.tool(name).ok_or_else(|| self.unknown_tool(name))?;
+    pub(crate) fn check_call(&self, name: &str, args: &Value) -> Result<&AgentTool, InvalidCall> {
+        let tool = self
+            .tool(name)
+            .ok_or_else(|| InvalidCall(self.unknown_tool(name)))?;
         validate_arguments(tool, args)?;
         Ok(tool)
     }
@@ -222,16 +224,30 @@ pub(crate) fn task_definition(delegates: &[Subagent]) -> &'static Definition {
     &catalogue().tasks[set]
 }
 
+/// Why a call cannot run (no such tool, arguments that are not JSON or that its schema
+/// refuses): the text is the result the model reads instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct InvalidCall(pub(crate) String);
+
+impl std::ops::Deref for InvalidCall {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Checks a call's arguments against the very schema the model was shown (closed: unknown
 /// fields are errors; ids must be ids), so nothing runs on arguments the contract does not allow.
 /// The message names the first problem, cut short so a huge argument is never echoed back whole,
 /// and says what the argument it concerns should hold (its description: where an id comes from).
-pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), String> {
+pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), InvalidCall> {
     let Some(validator) = tool.validator else {
-        return Err(format!(
+        return Err(InvalidCall(format!(
             "The arguments of {} cannot be checked, so it was not run.",
             tool.contract.name
-        ));
+        )));
     };
     let Some(error) = validator.iter_errors(args).next() else {
         return Ok(());
@@ -257,10 +273,10 @@ pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), S
         .as_str()
         .map(|about| format!(" {argument}: {about}"))
         .unwrap_or_default();
-    Err(format!(
+    Err(InvalidCall(format!(
         "Invalid arguments for {}: {shown}{at}.{hint} Nothing was run.",
         tool.contract.name
-    ))
+    )))
 }
 
 /// Whether a tool changes data (for the prompt's inventory).

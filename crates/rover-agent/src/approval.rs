@@ -1,9 +1,8 @@
 //! Approval before writes, as the agent loop sees it: before a write tool call runs, the turn's
-//! [`ApprovalGate`] says whether it may (the worker's: the school's policy and the approval rows
-//! in Postgres). A call waiting for the staff member pauses the turn; a declined one gets a
+//! store ([`crate::TurnStore::gate`]) says whether it may (the worker's: the school's policy and
+//! the approval rows in Postgres). A call waiting for the staff member pauses the turn; a declined one gets a
 //! denial result the model reads.
 
-use futures::future::BoxFuture;
 use rover_contracts::AgentToolResult;
 use serde_json::{Value, json};
 
@@ -36,9 +35,6 @@ pub enum Gate {
     /// It may not run (an approval used up, for another input, or expired): told to the model.
     Refused(String),
 }
-
-/// The turn's approval gate; `None` in [`crate::TurnDeps`] runs every call.
-pub type ApprovalGate = dyn Fn(GateQuery) -> BoxFuture<'static, Result<Gate, String>> + Send + Sync;
 
 /// The result a declined call gives the model.
 pub(crate) fn denial(reason: Option<&str>) -> AgentToolResult<Value> {

@@ -6,8 +6,9 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use futures::future::BoxFuture;
 use rover_contracts::wire::TokenUsage;
+
+use crate::store::TurnStore;
 
 /// Per-turn limits; `0` means no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,20 +60,11 @@ impl BudgetError {
     }
 }
 
-/// Where reservations are taken and settled durably (the worker's: Postgres, per user, school
-/// and day). A trait because the agent loop runs with and without one (unit tests, benchmarks).
-pub trait Ledger: Send + Sync {
-    /// Reserves `tokens`, or says which daily limit they would pass.
-    fn reserve(&self, tokens: u64) -> BoxFuture<'_, Result<(), BudgetError>>;
-    /// Releases a reservation of `reserved` tokens and records what the call used.
-    fn settle(&self, reserved: u64, used: TokenUsage) -> BoxFuture<'_, Result<(), String>>;
-}
-
-/// One turn's budget: its limits, what it has spent, and the ledger it draws on.
+/// One turn's budget: its limits and what it has spent. The daily ledger it draws on is the
+/// turn's store ([`TurnStore::reserve`]), passed to each model call's check.
 pub struct TurnBudget {
     limits: TurnLimits,
     spent: Mutex<Spent>,
-    ledger: Option<Box<dyn Ledger>>,
 }
 
 impl std::fmt::Debug for TurnBudget {
@@ -117,12 +109,11 @@ pub struct Reservation {
 }
 
 impl TurnBudget {
-    /// A budget with `limits`, drawing on `ledger` (none: only the turn's own limits hold).
-    pub fn new(limits: TurnLimits, ledger: Option<Box<dyn Ledger>>) -> Self {
+    /// A budget with `limits`.
+    pub fn new(limits: TurnLimits) -> Self {
         Self {
             limits,
             spent: Mutex::new(Spent::default()),
-            ledger,
         }
     }
 
@@ -138,9 +129,9 @@ impl TurnBudget {
         self
     }
 
-    /// No limits and no ledger.
+    /// No limits of its own.
     pub fn unlimited() -> Self {
-        Self::new(TurnLimits::default(), None)
+        Self::new(TurnLimits::default())
     }
 
     fn spent(&self) -> std::sync::MutexGuard<'_, Spent> {
@@ -163,8 +154,13 @@ impl TurnBudget {
         self.spent().usage
     }
 
-    /// Checks a model call whose prompt is about `prompt_tokens`, and reserves its tokens.
-    pub async fn before_model_call(&self, prompt_tokens: u64) -> Result<Reservation, BudgetError> {
+    /// Checks a model call whose prompt is about `prompt_tokens`, and reserves its tokens (in the
+    /// turn's limits, then in `ledger`'s day).
+    pub async fn before_model_call(
+        &self,
+        ledger: &dyn TurnStore,
+        prompt_tokens: u64,
+    ) -> Result<Reservation, BudgetError> {
         let tokens = prompt_tokens + self.limits.output_reserve;
         let refused = {
             let mut spent = self.spent();
@@ -185,26 +181,29 @@ impl TurnBudget {
         if let Some(error) = refused {
             return Err(self.refuse(error));
         }
-        if let Some(ledger) = &self.ledger
-            && let Err(error) = ledger.reserve(tokens).await
-        {
-            self.spent().reserved -= tokens;
-            return Err(self.refuse(error));
-        }
-        Ok(Reservation { tokens })
+        let refused = match ledger.reserve(tokens).await {
+            Ok(Ok(())) => return Ok(Reservation { tokens }),
+            Ok(Err(limit)) => limit,
+            Err(error) => BudgetError::Ledger(error.to_string()),
+        };
+        self.spent().reserved -= tokens;
+        Err(self.refuse(refused))
     }
 
     /// Settles a model call: what it used replaces what it reserved.
-    pub async fn after_model_call(&self, reservation: Reservation, used: TokenUsage) {
+    pub async fn after_model_call(
+        &self,
+        ledger: &dyn TurnStore,
+        reservation: Reservation,
+        used: TokenUsage,
+    ) {
         {
             let mut spent = self.spent();
             spent.reserved -= reservation.tokens;
             spent.usage.input_tokens += used.input_tokens;
             spent.usage.output_tokens += used.output_tokens;
         }
-        if let Some(ledger) = &self.ledger
-            && let Err(error) = ledger.settle(reservation.tokens, used).await
-        {
+        if let Err(error) = ledger.settle(reservation.tokens, used).await {
             // The reservation stays counted against the day: failing closed.
             tracing::error!(%error, "could not settle a model call's tokens");
         }
@@ -232,6 +231,7 @@ impl TurnBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{Memory, MemoryStore};
 
     const LIMITS: TurnLimits = TurnLimits {
         tokens: 1_000,
@@ -249,13 +249,21 @@ mod tests {
 
     #[tokio::test]
     async fn model_calls_are_counted_and_the_turn_stops_at_its_limit() {
-        let budget = TurnBudget::new(LIMITS, None);
+        let budget = TurnBudget::new(LIMITS);
         for _ in 0..3 {
-            let r = budget.before_model_call(10).await.expect("within limits");
-            budget.after_model_call(r, used(10, 5)).await;
+            let r = budget
+                .before_model_call(&MemoryStore::default(), 10)
+                .await
+                .expect("within limits");
+            budget
+                .after_model_call(&MemoryStore::default(), r, used(10, 5))
+                .await;
         }
         assert_eq!(
-            budget.before_model_call(10).await.unwrap_err(),
+            budget
+                .before_model_call(&MemoryStore::default(), 10)
+                .await
+                .unwrap_err(),
             BudgetError::TurnModelCalls(3)
         );
         assert_eq!(budget.usage(), used(30, 15));
@@ -263,18 +271,26 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_whose_prompt_would_pass_the_turns_tokens_is_not_made() {
-        let budget = TurnBudget::new(LIMITS, None);
-        let r = budget.before_model_call(600).await.unwrap();
-        budget.after_model_call(r, used(600, 300)).await;
+        let budget = TurnBudget::new(LIMITS);
+        let r = budget
+            .before_model_call(&MemoryStore::default(), 600)
+            .await
+            .unwrap();
+        budget
+            .after_model_call(&MemoryStore::default(), r, used(600, 300))
+            .await;
         assert_eq!(
-            budget.before_model_call(200).await.unwrap_err(),
+            budget
+                .before_model_call(&MemoryStore::default(), 200)
+                .await
+                .unwrap_err(),
             BudgetError::TurnTokens(1_000)
         );
     }
 
     #[test]
     fn a_steps_tool_calls_are_checked_together() {
-        let budget = TurnBudget::new(LIMITS, None);
+        let budget = TurnBudget::new(LIMITS);
         budget.before_tool_calls(3).unwrap();
         assert_eq!(
             budget.before_tool_calls(2).unwrap_err(),
@@ -288,29 +304,24 @@ mod tests {
         assert_eq!(budget.exhausted(), Some(BudgetError::TurnToolCalls(4)));
     }
 
-    struct Refusing;
-    impl Ledger for Refusing {
-        fn reserve(&self, _: u64) -> BoxFuture<'_, Result<(), BudgetError>> {
-            Box::pin(async { Err(BudgetError::UserDaily(5)) })
-        }
-        fn settle(&self, _: u64, _: TokenUsage) -> BoxFuture<'_, Result<(), String>> {
-            Box::pin(async { Ok(()) })
-        }
-    }
-
     #[tokio::test]
     async fn the_ledger_refusing_stops_the_call_and_releases_the_turns_reservation() {
-        let budget = TurnBudget::new(LIMITS, Some(Box::new(Refusing)));
+        let budget = TurnBudget::new(LIMITS);
+        let ledger = MemoryStore::new(Memory {
+            daily_tokens: 5,
+            ..Memory::default()
+        });
         assert_eq!(
-            budget.before_model_call(10).await.unwrap_err(),
+            budget.before_model_call(&ledger, 10).await.unwrap_err(),
             BudgetError::UserDaily(5)
         );
         assert_eq!(budget.spent().reserved, 0);
+        assert_eq!(ledger.snapshot().reserved, 0, "nothing was held in the day");
     }
 
     #[tokio::test]
     async fn what_a_turn_carried_over_counts_against_its_limits() {
-        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+        let budget = TurnBudget::new(LIMITS).carrying(Carried {
             tokens: 850,
             model_calls: 2,
             tool_calls: 3,
@@ -319,22 +330,28 @@ mod tests {
             budget.before_tool_calls(2).unwrap_err(),
             BudgetError::TurnToolCalls(4)
         );
-        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+        let budget = TurnBudget::new(LIMITS).carrying(Carried {
             tokens: 850,
             model_calls: 2,
             tool_calls: 0,
         });
         assert_eq!(
-            budget.before_model_call(200).await.unwrap_err(),
+            budget
+                .before_model_call(&MemoryStore::default(), 200)
+                .await
+                .unwrap_err(),
             BudgetError::TurnTokens(1_000)
         );
-        let budget = TurnBudget::new(LIMITS, None).carrying(Carried {
+        let budget = TurnBudget::new(LIMITS).carrying(Carried {
             tokens: 0,
             model_calls: 3,
             tool_calls: 0,
         });
         assert_eq!(
-            budget.before_model_call(1).await.unwrap_err(),
+            budget
+                .before_model_call(&MemoryStore::default(), 1)
+                .await
+                .unwrap_err(),
             BudgetError::TurnModelCalls(3)
         );
         assert_eq!(

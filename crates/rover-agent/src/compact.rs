@@ -20,8 +20,12 @@ use futures::StreamExt as _;
 use rover_contracts::wire::TokenUsage;
 use serde_json::{Value, json};
 
+use crate::Agent;
 use crate::budget::TurnBudget;
+use crate::deps::TurnDeps;
+use crate::error::TurnError;
 use crate::model::{ModelClient, ModelError};
+use crate::store::TurnStore;
 
 /// Estimated bytes of JSON per token.
 const BYTES_PER_TOKEN: usize = 4;
@@ -179,16 +183,48 @@ fn stub(message: &Value, budget: Budget) -> Value {
     json!({ "role": "tool", "tool_call_id": id, "content": note.to_string() })
 }
 
+/// The part of the thread's history (`history`, after the stored `summary`) a turn whose first
+/// message is `input` sends, under the runtime's context budget. When it does not fit, the model
+/// first folds the oldest turns into the thread's summary, which the store keeps.
+#[tracing::instrument(skip_all, fields(history = history.len(), summarised = tracing::field::Empty))]
+pub(crate) async fn window(
+    deps: TurnDeps<'_>,
+    agent: &Agent,
+    input: &Value,
+    history: Vec<Value>,
+    mut summary: Option<Summary>,
+) -> Result<Vec<Value>, TurnError> {
+    let budget = deps.runtime.context;
+    let fixed = fixed_cost(&agent.system_prompt, &agent.tool_definitions(), input);
+    // One summarising pass always fits (see `fit`); the bound is a guard.
+    for _ in 0..3 {
+        let (from, to) = match fit(&history, summary.as_ref(), fixed, budget) {
+            Window::Fits(messages) => return Ok(messages),
+            Window::TooLarge { fixed } => return Err(TurnError::TooLong { fixed }),
+            Window::Summarise { from, to } => (from, to),
+        };
+        tracing::Span::current().record("summarised", to);
+        let previous = summary.as_ref().map(|s| s.text.as_str());
+        let spend = (deps.budget, deps.store);
+        let text = summarise(deps.model(), spend, previous, &history[from..to], budget).await?;
+        let folded = Summary { covers: to, text };
+        deps.store.save_summary(folded.clone()).await?;
+        tracing::info!(covers = to, "the thread's oldest turns were summarised");
+        summary = Some(folded);
+    }
+    Err(TurnError::Unfitted)
+}
+
 /// Folds `messages` (a run of whole turns) into `previous`, asking the model in pieces small
 /// enough for the budget; the result is cut to the summary's share of the budget. Each
 /// summarising call is paid from the turn's `spend` like any other model call.
 pub async fn summarise(
     model: &ModelClient,
-    spend: &TurnBudget,
+    spend: (&TurnBudget, &dyn TurnStore),
     previous: Option<&str>,
     messages: &[Value],
     budget: Budget,
-) -> Result<String, ModelError> {
+) -> Result<String, TurnError> {
     let limit = budget.for_summary();
     // Each request: the instructions, the summary so far (≤ limit) and a piece of transcript.
     let piece_room = budget.max_tokens.saturating_sub(2 * limit + 256).max(256);
@@ -213,11 +249,11 @@ pub async fn summarise(
 /// One summarising request: the summary so far and a piece of the transcript, into a summary.
 async fn fold(
     model: &ModelClient,
-    spend: &TurnBudget,
+    (spend, ledger): (&TurnBudget, &dyn TurnStore),
     summary: &str,
     piece: &str,
     limit: usize,
-) -> Result<String, ModelError> {
+) -> Result<String, TurnError> {
     let words = limit * BYTES_PER_TOKEN / 6;
     let last_request = piece
         .lines()
@@ -242,7 +278,7 @@ async fn fold(
     ];
     let prompt: usize = messages.iter().map(estimate).sum();
     let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
-    let reservation = spend.before_model_call(prompt).await?;
+    let reservation = spend.before_model_call(ledger, prompt).await?;
     let mut text = String::new();
     let mut reported = None;
     let streamed = async {
@@ -268,13 +304,13 @@ async fn fold(
         input_tokens: prompt,
         output_tokens: u64::try_from(text.len().div_ceil(BYTES_PER_TOKEN)).unwrap_or(u64::MAX),
     });
-    spend.after_model_call(reservation, used).await;
-    streamed?;
+    spend.after_model_call(ledger, reservation, used).await;
+    streamed.map_err(TurnError::Summarising)?;
     let text = text.trim();
     if text.is_empty() {
-        return Err(ModelError::Malformed(
+        return Err(TurnError::Summarising(ModelError::Malformed(
             "the summary came back empty".to_owned(),
-        ));
+        )));
     }
     // Quotes and newlines grow when sent as JSON; half the share in bytes stays inside it.
     Ok(truncate(text, limit * BYTES_PER_TOKEN / 2).to_owned())

@@ -20,10 +20,6 @@ pub struct StepPart {
 /// The part name of a step's model answer.
 pub(crate) const MODEL_PART: &str = "model";
 
-/// Stores a [`StepPart`] durably (the worker's: a row in Postgres, in the caller's tenant).
-pub type StepRecorder =
-    dyn Fn(StepPart) -> futures::future::BoxFuture<'static, Result<(), String>> + Send + Sync;
-
 /// The parts a turn recorded before it was interrupted.
 #[derive(Debug, Default, Clone)]
 pub struct Journal {

@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::agent::Agent;
-use crate::deps::{NewArtifact, TurnDeps};
+use crate::deps::TurnDeps;
+use crate::store::NewArtifact;
 
 /// The activity label of a tool; for an unknown name, copy derived from its verb.
 pub(crate) fn label(name: &str) -> String {
@@ -46,7 +47,7 @@ pub(crate) async fn run(
     args: Value,
     deps: TurnDeps<'_>,
 ) -> AgentToolResult<Value> {
-    let scope = deps.context.call_scope().describe();
+    let scope = deps.context().call_scope().describe();
     let result = match name {
         "get_current_date" => Ok(data(current_date(deps), scope)),
         "list_agent_map" => Ok(data(agent_map(agent), scope)),
@@ -87,7 +88,7 @@ fn with_sandbox<T>(
 }
 
 fn current_date(deps: TurnDeps<'_>) -> CurrentDate {
-    let calendar = &deps.context.calendar;
+    let calendar = &deps.context().calendar;
     let date = match calendar.time_zone.parse::<chrono_tz::Tz>() {
         Ok(zone) => Utc::now().with_timezone(&zone).date_naive(),
         Err(_) => Utc::now().date_naive(),
@@ -143,6 +144,7 @@ fn ls(agent: &Agent, args: LsArgs, deps: TurnDeps<'_>, scope: String) -> AgentTo
     if is_skill_path(&path) {
         let dir = path.trim_end_matches('/');
         let entries: Vec<FileEntry> = deps
+            .runtime
             .skills
             .list_dir_as(agent.subagent, dir)
             .into_iter()
@@ -176,7 +178,7 @@ fn read_file(
     scope: String,
 ) -> AgentToolResult<Value> {
     if is_skill_path(&args.path) {
-        return match deps.skills.read_as(agent.subagent, &args.path) {
+        return match &deps.runtime.skills.read_as(agent.subagent, &args.path) {
             Some(skill) => AgentToolResult::data(Value::String(skill.body.clone()), scope),
             None => AgentToolResult::error(format!(
                 "There is no skill at {}.",
@@ -198,9 +200,6 @@ async fn save_artifact(
     deps: TurnDeps<'_>,
     scope: String,
 ) -> AgentToolResult<Value> {
-    let Some(store) = deps.artifacts else {
-        return AgentToolResult::error("Files cannot be published from this chat.");
-    };
     let content = match with_sandbox(deps, |s| {
         s.read_bytes(&args.path).map_err(|e| e.to_string())
     }) {
@@ -213,7 +212,7 @@ async fn save_artifact(
         media_type: media_type(&args.path).to_owned(),
         content,
     };
-    match store(artifact).await {
+    match deps.store.save_artifact(artifact).await {
         Ok(id) => data(
             tools::Artifact {
                 id,

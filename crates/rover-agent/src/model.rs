@@ -78,12 +78,6 @@ pub enum ModelError {
     /// The stream ended early or carried something that is not a chat completion chunk.
     #[error("the model's output was malformed: {0}")]
     Malformed(String),
-    /// The turn's progress could not be recorded, so it stopped rather than run unrecorded.
-    #[error("the turn's progress could not be recorded: {0}")]
-    Journal(String),
-    /// A budget is spent: the turn stops before spending more.
-    #[error(transparent)]
-    Budget(#[from] crate::budget::BudgetError),
 }
 
 impl ModelError {
@@ -102,8 +96,6 @@ impl ModelError {
             Self::Refused { .. } => "refused",
             Self::Timeout(_) => "timeout",
             Self::Malformed(_) => "malformed",
-            Self::Journal(_) => "journal",
-            Self::Budget(_) => "budget",
         }
     }
 }

@@ -15,18 +15,18 @@ pub(crate) async fn call_rpc(
     args: Value,
     deps: TurnDeps<'_>,
 ) -> (&'static str, AgentToolResult<Value>) {
-    let call_id = ToolCallId::for_turn(deps.turn_id, call_id);
+    let call_id = ToolCallId::for_turn(deps.turn.turn_id, call_id);
     let call = ToolCall {
         call_id: call_id.clone(),
         event: event.to_owned(),
-        identity: deps.identity.clone(),
+        identity: deps.turn.identity.clone(),
         args,
     };
-    let reply = deps
-        .tools
+    let tools = &deps.runtime.tools;
+    let reply = tools
         .client
         .call(
-            &deps.tools.exchange,
+            &tools.exchange,
             event,
             call_id.as_str(),
             wire::encode(&call),

@@ -11,25 +11,17 @@ use rover_contracts::wire::{FinishReason, TurnEventKind, TurnInput};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
-use crate::agent::{Agent, AgentTool};
+use crate::agent::{Agent, AgentTool, InvalidCall};
 use crate::approval::{self, Gate};
 use crate::deps::{Emitted, TurnDeps, record};
+use crate::error::TurnError;
 use crate::journal::MODEL_PART;
 use crate::local;
-use crate::messages::complete_tool_results;
+use crate::messages::{complete_tool_results, tool_message};
 pub use crate::messages::{input_message, pending_question};
-use crate::model::ModelError;
 use crate::rpc::call_rpc;
 use crate::step::{Call, assistant_message, parse_arguments, replay_model, stream_step};
-
-/// How a turn ended, and what it added to the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnResult {
-    /// The messages this turn added (user, assistant and tool messages, OpenAI format), to store.
-    pub messages: Vec<Value>,
-    /// Why it ended.
-    pub finish: FinishReason,
-}
+use crate::store::StoreError;
 
 /// What a finished loop produced.
 struct Outcome {
@@ -57,10 +49,10 @@ enum Settled {
 /// A call as `Agent::check_call` found it: the tool and the arguments, or why it cannot run (the
 /// arguments are not JSON, no such tool, arguments its schema refuses). Every call is checked
 /// once, in the loop, before anything else looks at it.
-type Checked<'a> = Result<(&'a AgentTool, Value), String>;
+type Checked<'a> = Result<(&'a AgentTool, Value), InvalidCall>;
 
 /// Checks `call` (its arguments already parsed, or why not).
-fn check<'a>(agent: &'a Agent, call: &Call, input: &Result<Value, String>) -> Checked<'a> {
+fn check<'a>(agent: &'a Agent, call: &Call, input: &Result<Value, InvalidCall>) -> Checked<'a> {
     let args = input.clone()?;
     let tool = agent.check_call(&call.name, &args)?;
     Ok((tool, args))
@@ -76,7 +68,7 @@ async fn settle(
     checked: Checked<'_>,
     repeat: bool,
     deps: TurnDeps<'_>,
-) -> Result<Settled, ModelError> {
+) -> Result<Settled, TurnError> {
     if let Some((envelope, denied)) = deps
         .journal
         .get(key, step, &call.id)
@@ -114,8 +106,8 @@ async fn settle(
             prior: false,
         });
     }
-    let gated = match (&checked, deps.approvals) {
-        (Ok((tool, args)), Some(gate))
+    let gated = match &checked {
+        Ok((tool, args))
             if tool.contract.effect == Effect::Write
                 && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
         {
@@ -124,7 +116,7 @@ async fn settle(
                 tool: call.name.clone(),
                 input: args.clone(),
             };
-            gate(query).await.map_err(ModelError::Journal)?
+            deps.store.gate(query).await?
         }
         _ => Gate::Run,
     };
@@ -154,50 +146,52 @@ async fn settle(
     })
 }
 
-/// Runs one turn of `agent` after `history` (OpenAI-format messages; a leading summary of the
+/// Runs the turn of `deps.turn` with `agent`: loads the thread from the store, fits it into the
+/// model's context (summarising the oldest turns when it must), runs the loop, and appends what
+/// the turn added to the thread. A continuation (after an approval) starts again from its
+/// chain's first message with the chain's journal ([`crate::Journal::continuing`]), so what the
+/// earlier turns did is replayed silently and the answered calls run (or are declined) where
+/// they paused — inside a subagent too; only what this turn adds is appended.
+pub async fn run(agent: &Agent, deps: TurnDeps<'_>) -> Result<FinishReason, TurnError> {
+    let loaded = deps.store.load().await?;
+    let input = &deps.turn.input;
+    let continues = matches!(input, TurnInput::Continue { .. });
+    let first = match (input, loaded.first) {
+        (TurnInput::Continue { .. }, Some(first)) => first,
+        (TurnInput::Continue { .. }, None) => {
+            return Err(StoreError::Gone(
+                "The request this approval continues is no longer in the chat.",
+            )
+            .into());
+        }
+        (input, _) => input_message(input, deps.context()),
+    };
+    if let TurnInput::AskUserAnswer { tool_call_id, .. } = input
+        && pending_question(&loaded.history) != Some(tool_call_id.as_str())
+    {
+        return Err(TurnError::NoQuestion);
+    }
+    let history =
+        crate::compact::window(deps, agent, &first, loaded.history, loaded.summary).await?;
+    let outcome = run_after(agent, history, first.clone(), deps).await?;
+    let mut messages = Vec::with_capacity(outcome.messages.len() + 1);
+    if !continues {
+        messages.push(first);
+    }
+    messages.extend(outcome.messages);
+    deps.store.append(messages).await?;
+    Ok(outcome.finish)
+}
+
+/// Rover's loop on `first` after `history` (OpenAI-format messages; a leading summary of the
 /// thread is an `assistant` message of data, `compact::summary_message`, never part of the system
 /// prompt).
-pub async fn run_turn(
-    agent: &Agent,
-    history: Vec<Value>,
-    input: &TurnInput,
-    deps: TurnDeps<'_>,
-) -> Result<TurnResult, ModelError> {
-    let first = input_message(input, deps.context);
-    let outcome = run_after(agent, history, first.clone(), deps).await?;
-    let mut messages = vec![first];
-    messages.extend(outcome.messages);
-    Ok(TurnResult {
-        messages,
-        finish: outcome.finish,
-    })
-}
-
-/// Continues a turn chain that paused for approval: the loop runs again from the chain's first
-/// message (`first`, after `history`, the thread before it) with the chain's journal
-/// ([`crate::Journal::continuing`]), so what the earlier turns did is replayed silently and the
-/// answered calls run (or are declined) where they paused — inside a subagent too. Only what this
-/// turn adds is returned to be stored.
-pub async fn continue_turn(
-    agent: &Agent,
-    history: Vec<Value>,
-    first: Value,
-    deps: TurnDeps<'_>,
-) -> Result<TurnResult, ModelError> {
-    let outcome = run_after(agent, history, first, deps).await?;
-    Ok(TurnResult {
-        messages: outcome.messages,
-        finish: outcome.finish,
-    })
-}
-
-/// Rover's loop on `first` after `history`.
 async fn run_after(
     agent: &Agent,
     history: Vec<Value>,
     first: Value,
     deps: TurnDeps<'_>,
-) -> Result<Outcome, ModelError> {
+) -> Result<Outcome, TurnError> {
     let mut conversation = Vec::with_capacity(history.len() + 2);
     conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
     conversation.extend(history);
@@ -214,10 +208,10 @@ fn invoke_agent_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
         "gen_ai.invoke_agent",
         otel.name = format!("invoke_agent {}", agent.name()),
         gen_ai.operation.name = "invoke_agent",
-        gen_ai.provider.name = deps.model.provider(),
-        gen_ai.conversation.id = %deps.thread_id,
+        gen_ai.provider.name = deps.model().provider(),
+        gen_ai.conversation.id = %deps.turn.thread_id,
         gen_ai.agent.name = agent.name(),
-        gen_ai.request.model = deps.model.model(),
+        gen_ai.request.model = deps.model().model(),
     )
 }
 
@@ -226,144 +220,205 @@ fn invoke_agent_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
 async fn run_loop(
     agent: &Agent,
     key: &str,
-    mut conversation: Vec<Value>,
+    conversation: Vec<Value>,
     deps: TurnDeps<'_>,
-) -> Result<Outcome, ModelError> {
-    let emit = |event| {
-        let _ = deps.events.send(Emitted {
-            subagent: agent.subagent,
+) -> Result<Outcome, TurnError> {
+    let mut run = Loop {
+        agent,
+        key,
+        // Call ids are unique in the turn: a subagent's carry the `task` call that started it.
+        prefix: agent
+            .subagent
+            .map_or(String::new(), |s| format!("{key}/{}-", s.name())),
+        deps,
+        conversation,
+        added: Vec::new(),
+        refused_steps: 0,
+        done_writes: HashSet::new(),
+    };
+    for step in 0..deps.runtime.step_limit {
+        if let Some(outcome) = run.step(step).await? {
+            return Ok(outcome);
+        }
+    }
+    // Out of steps: end with a clear sentence, not silence.
+    let notice = format!(
+        "I stopped because this needed more than {} steps. Please narrow the request or ask again.",
+        deps.runtime.step_limit
+    );
+    Ok(run.say("limit", &notice, FinishReason::Length))
+}
+
+/// One agent's loop as it runs: the conversation so far and what the loop added to it.
+struct Loop<'a, 'd> {
+    agent: &'a Agent,
+    key: &'a str,
+    prefix: String,
+    deps: TurnDeps<'d>,
+    conversation: Vec<Value>,
+    /// The messages added (those an earlier turn of a paused chain stored are left out).
+    added: Vec<Value>,
+    /// Steps in a row whose every call was refused by `Agent::check_call` (no such tool, or
+    /// arguments its schema refuses): the model reads the error and may correct itself once.
+    refused_steps: u32,
+    /// Writes that succeeded in this loop, by tool and arguments.
+    done_writes: HashSet<(String, String)>,
+}
+
+/// A step's model answer: its text and calls, and whether an earlier turn of the chain recorded
+/// it (then it is replayed without events, and not stored again).
+struct Answered {
+    text: String,
+    calls: Vec<Call>,
+    prior: bool,
+}
+
+impl Loop<'_, '_> {
+    fn emit(&self, event: TurnEventKind) {
+        let _ = self.deps.events.send(Emitted {
+            subagent: self.agent.subagent,
             event,
         });
-    };
-    let tools = agent.tool_definitions();
-    // Call ids are unique in the turn: a subagent's carry the `task` call that started it.
-    let prefix = agent
-        .subagent
-        .map_or(String::new(), |s| format!("{key}/{}-", s.name()));
-    let mut added = Vec::new();
-    // Steps in a row whose every call was refused by `Agent::check_call` (no such tool, or
-    // arguments its schema refuses): the model reads the error and may correct itself once.
-    let mut refused_steps = 0;
-    // Writes that succeeded in this loop, by tool and arguments.
-    let mut done_writes: HashSet<(String, String)> = HashSet::new();
-    for step in 0..deps.step_limit {
-        // A step an earlier turn of a paused chain recorded was sent to the client then: it is
-        // replayed without events, and not stored again.
-        let prior = deps.journal.is_prior(key, step, MODEL_PART);
-        let recorded = deps.journal.get(key, step, MODEL_PART);
-        // Stopped: no model call starts (what the journal holds is still replayed).
-        if recorded.is_none() && deps.stop.is_requested() {
-            return Ok(stopped(added, String::new()));
+    }
+
+    /// Emits `event` unless the step is an earlier turn's, replayed silently.
+    fn emit_unless(&self, prior: bool, event: TurnEventKind) {
+        if !prior {
+            self.emit(event);
         }
-        let emit_step = |event| {
-            if !prior {
-                emit(event);
-            }
-        };
-        emit_step(TurnEventKind::StartStep);
-        let span = tracing::info_span!(
-            "gen_ai.chat",
-            otel.name = format!("chat {}", deps.model.model()),
-            otel.kind = "client",
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = deps.model.provider(),
-            gen_ai.conversation.id = %deps.thread_id,
-            gen_ai.request.model = deps.model.model(),
-            gen_ai.response.model = tracing::field::Empty,
-            gen_ai.agent.name = agent.name(),
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-            gen_ai.output.text = tracing::field::Empty,
-            rover.model.text_tool_calls = tracing::field::Empty,
-        );
-        let step_name = format!("{prefix}{step}");
-        let (text, calls) = match recorded {
-            Some(assistant) => replay_model(assistant, &step_name, &emit_step),
-            None => {
-                let answer = stream_step(deps, &conversation, &tools, &step_name, &emit)
-                    .instrument(span)
-                    .await?;
-                // Cut by a stop: the text streamed so far is kept; its unfinished calls never
-                // start. It is not journalled: a redelivered stopped turn ends before this step.
-                if answer.cut {
-                    emit(TurnEventKind::FinishStep);
-                    if !answer.text.is_empty() {
-                        added.push(assistant_message(&answer.text, &[]));
-                    }
-                    return Ok(stopped(added, answer.text));
-                }
-                let (text, calls) = (answer.text, answer.calls);
-                record(
-                    deps,
-                    key,
-                    step,
-                    MODEL_PART,
-                    assistant_message(&text, &calls),
-                )
-                .await?;
-                (text, calls)
-            }
+    }
+
+    /// One step: the model's answer, then its calls. `Some` when the loop ends here.
+    async fn step(&mut self, step: u32) -> Result<Option<Outcome>, TurnError> {
+        let Some(Answered { text, calls, prior }) = self.answer(step).await? else {
+            return Ok(Some(self.stopped_with(String::new())));
         };
         let assistant = assistant_message(&text, &calls);
-        conversation.push(assistant.clone());
+        self.conversation.push(assistant.clone());
         if !prior {
-            added.push(assistant);
+            self.added.push(assistant);
         }
         if calls.is_empty() {
-            emit_step(TurnEventKind::FinishStep);
-            return Ok(Outcome {
-                messages: added,
-                text,
-                finish: FinishReason::Stop,
-                paused: false,
-            });
+            self.emit_unless(prior, TurnEventKind::FinishStep);
+            return Ok(Some(self.end(text, FinishReason::Stop, false)));
         }
-        let inputs: Vec<Result<Value, String>> = calls
+        let inputs: Vec<Result<Value, InvalidCall>> = calls
             .iter()
             .map(|c| parse_arguments(&c.arguments))
             .collect();
         let checked: Vec<Checked<'_>> = calls
             .iter()
             .zip(&inputs)
-            .map(|(call, input)| check(agent, call, input))
+            .map(|(call, input)| check(self.agent, call, input))
             .collect();
         let refused = checked.iter().all(Result::is_err);
-        refused_steps = if refused { refused_steps + 1 } else { 0 };
+        self.refused_steps = if refused { self.refused_steps + 1 } else { 0 };
         for (call, input) in calls.iter().zip(&inputs) {
             let input = input
                 .clone()
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-            emit_step(TurnEventKind::ToolInputAvailable {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                input,
-            });
+            self.emit_unless(
+                prior,
+                TurnEventKind::ToolInputAvailable {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    input,
+                },
+            );
         }
         // `ask_user` alone ends the turn waiting: its answer arrives as the next message, the one
         // result the step lacks. Beside other calls it is refused with an error result (below),
         // so every call of a step always has its result and the thread stays valid.
-        if asks_alone(&calls, &checked) && !deps.stop.is_requested() {
-            emit_step(TurnEventKind::FinishStep);
-            return Ok(Outcome {
-                messages: added,
-                text,
-                finish: FinishReason::ToolCalls,
-                paused: false,
-            });
+        if asks_alone(&calls, &checked) && !self.deps.stop.is_requested() {
+            self.emit_unless(prior, TurnEventKind::FinishStep);
+            return Ok(Some(self.end(text, FinishReason::ToolCalls, false)));
         }
-        // The step's calls fit the turn's budget together, or none of them starts.
+        let results = self.settle_all(step, &calls, &checked).await?;
+        let (paused, live) = self.take_results(&calls, &checked, results, prior);
+        if live {
+            self.emit(TurnEventKind::FinishStep);
+        }
+        if self.refused_steps >= 2 {
+            // Corrected once and still no call that can run: say so rather than loop.
+            return Ok(Some(self.say("refused", CANNOT_CALL, FinishReason::Stop)));
+        }
+        if paused {
+            // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
+            return Ok(Some(self.end(text, FinishReason::ToolCalls, true)));
+        }
+        // Stopped while the step's calls ran: they finished and are kept; nothing follows.
+        if self.deps.stop.is_requested() {
+            return Ok(Some(self.stopped_with(text)));
+        }
+        Ok(None)
+    }
+
+    /// The step's model answer: replayed from the journal, or streamed now and recorded. `None`:
+    /// stopped before the model was called, or cut while it streamed (what it said is kept).
+    async fn answer(&mut self, step: u32) -> Result<Option<Answered>, TurnError> {
+        let deps = self.deps;
+        let prior = deps.journal.is_prior(self.key, step, MODEL_PART);
+        let recorded = deps.journal.get(self.key, step, MODEL_PART);
+        // Stopped: no model call starts (what the journal holds is still replayed).
+        if recorded.is_none() && deps.stop.is_requested() {
+            return Ok(None);
+        }
+        let emit_step = |event| self.emit_unless(prior, event);
+        emit_step(TurnEventKind::StartStep);
+        let step_name = format!("{}{step}", self.prefix);
+        if let Some(assistant) = recorded {
+            let (text, calls) = replay_model(assistant, &step_name, &emit_step);
+            return Ok(Some(Answered { text, calls, prior }));
+        }
+        let tools = self.agent.tool_definitions();
+        let emit = |event| self.emit(event);
+        let answer = stream_step(deps, &self.conversation, &tools, &step_name, &emit)
+            .instrument(chat_span(self.agent, deps))
+            .await?;
+        // Cut by a stop: the text streamed so far is kept; its unfinished calls never start. It
+        // is not journalled: a redelivered stopped turn ends before this step.
+        if answer.cut {
+            self.emit(TurnEventKind::FinishStep);
+            if !answer.text.is_empty() {
+                self.added.push(assistant_message(&answer.text, &[]));
+            }
+            return Ok(None);
+        }
+        let assistant = assistant_message(&answer.text, &answer.calls);
+        record(deps, self.key, step, MODEL_PART, assistant).await?;
+        Ok(Some(Answered {
+            text: answer.text,
+            calls: answer.calls,
+            prior,
+        }))
+    }
+    /// Runs the step's calls (or replays their recorded results), once the turn's budget has
+    /// room for them all: none of them starts otherwise. Each result is recorded as it arrives;
+    /// a resumed step runs only the calls it lacks.
+    async fn settle_all(
+        &self,
+        step: u32,
+        calls: &[Call],
+        checked: &[Checked<'_>],
+    ) -> Result<Vec<Settled>, TurnError> {
+        let deps = self.deps;
         let fresh = calls
             .iter()
-            .filter(|c| deps.journal.get(key, step, &c.id).is_none())
+            .filter(|c| deps.journal.get(self.key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
-        let repeats = repeated_writes(&calls, &checked, &done_writes);
-        // Each result is recorded as it arrives; a resumed step runs only the calls it lacks. A
-        // write waiting for approval (or a subagent paused on one) has no result yet.
-        let results = futures::future::join_all(calls.iter().zip(&checked).zip(&repeats).map(
+        let repeats = repeated_writes(calls, checked, &self.done_writes);
+        let results = futures::future::join_all(calls.iter().zip(checked).zip(&repeats).map(
             |((call, checked), repeat)| {
-                settle(agent, key, step, call, checked.clone(), *repeat, deps)
+                settle(
+                    self.agent,
+                    self.key,
+                    step,
+                    call,
+                    checked.clone(),
+                    *repeat,
+                    deps,
+                )
             },
         ))
         .await
@@ -373,25 +428,26 @@ async fn run_loop(
         if let Some(spent) = deps.budget.exhausted() {
             return Err(spent.into());
         }
-        let mut paused = false;
-        let mut live = !prior;
-        for ((call, settled), checked) in calls.iter().zip(results).zip(&checked) {
-            if let Settled::Done {
-                envelope,
-                denied: false,
-                ..
-            } = &settled
-                && !envelope.is_error()
-                && let Some(key) = write_key(call, checked)
-            {
-                done_writes.insert(key);
-            }
+        Ok(results)
+    }
+
+    /// Puts the step's results into the conversation and tells the client each one. Returns
+    /// whether a call waits for approval (the turn pauses), and whether the step said anything
+    /// new (else it is an earlier turn's, replayed silently).
+    fn take_results(
+        &mut self,
+        calls: &[Call],
+        checked: &[Checked<'_>],
+        results: Vec<Settled>,
+        prior: bool,
+    ) -> (bool, bool) {
+        let (mut paused, mut live) = (false, !prior);
+        for ((call, settled), checked) in calls.iter().zip(results).zip(checked) {
             let (envelope, denied) = match settled {
                 Settled::Pending { approval_id } => {
-                    paused = true;
-                    live = true;
+                    (paused, live) = (true, true);
                     if let Some(approval_id) = approval_id {
-                        emit(TurnEventKind::ToolApprovalRequest {
+                        self.emit(TurnEventKind::ToolApprovalRequest {
                             approval_id,
                             tool_call_id: call.id.clone(),
                         });
@@ -400,75 +456,94 @@ async fn run_loop(
                 }
                 Settled::Done {
                     envelope,
-                    prior: true,
-                    ..
+                    denied,
+                    prior,
                 } => {
-                    conversation.push(crate::messages::tool_message(
-                        &call.id, &call.name, &envelope,
-                    ));
-                    continue;
+                    if !denied
+                        && !envelope.is_error()
+                        && let Some(key) = write_key(call, checked)
+                    {
+                        self.done_writes.insert(key);
+                    }
+                    let message = tool_message(&call.id, &call.name, &envelope);
+                    self.conversation.push(message.clone());
+                    if prior {
+                        continue;
+                    }
+                    self.added.push(message);
+                    (envelope, denied)
                 }
-                Settled::Done {
-                    envelope, denied, ..
-                } => (envelope, denied),
             };
             live = true;
-            match &envelope {
-                _ if denied => emit(TurnEventKind::ToolOutputDenied {
-                    tool_call_id: call.id.clone(),
-                }),
-                AgentToolResult::Data { .. } => emit(TurnEventKind::ToolOutputAvailable {
-                    tool_call_id: call.id.clone(),
-                    output: serde_json::to_value(&envelope).unwrap_or_default(),
-                }),
-                AgentToolResult::Error { error } => emit(TurnEventKind::ToolOutputError {
-                    tool_call_id: call.id.clone(),
-                    error_text: error.clone(),
-                }),
-            }
-            let message = crate::messages::tool_message(&call.id, &call.name, &envelope);
-            conversation.push(message.clone());
-            added.push(message);
+            self.emit(result_event(call, &envelope, denied));
         }
-        if live {
-            emit(TurnEventKind::FinishStep);
-        }
-        if refused_steps >= 2 {
-            // Corrected once and still no call that can run: say so rather than loop.
-            return Ok(say(
-                &emit,
-                &mut added,
-                &format!("{prefix}refused"),
-                CANNOT_CALL,
-                FinishReason::Stop,
-            ));
-        }
-        if paused {
-            // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
-            return Ok(Outcome {
-                messages: added,
-                text,
-                finish: FinishReason::ToolCalls,
-                paused: true,
-            });
-        }
-        // Stopped while the step's calls ran: they finished and are kept; nothing follows.
-        if deps.stop.is_requested() {
-            return Ok(stopped(added, text));
+        (paused, live)
+    }
+
+    /// Ends the loop after the model's `text`.
+    fn end(&mut self, text: String, finish: FinishReason, paused: bool) -> Outcome {
+        Outcome {
+            messages: std::mem::take(&mut self.added),
+            text,
+            finish,
+            paused,
         }
     }
-    // Out of steps: end with a clear sentence, not silence.
-    let notice = format!(
-        "I stopped because this needed more than {} steps. Please narrow the request or ask again.",
-        deps.step_limit
-    );
-    Ok(say(
-        &emit,
-        &mut added,
-        &format!("{prefix}limit"),
-        &notice,
-        FinishReason::Length,
-    ))
+
+    /// Ends a stopped loop: with what it added.
+    fn stopped_with(&mut self, text: String) -> Outcome {
+        self.end(text, FinishReason::Abort, false)
+    }
+
+    /// Ends the loop with a sentence of Rover's own (not the model's), shown as text and kept.
+    fn say(&mut self, id: &str, text: &str, finish: FinishReason) -> Outcome {
+        let id = format!("{}{id}", self.prefix);
+        self.emit(TurnEventKind::TextStart { id: id.clone() });
+        self.emit(TurnEventKind::TextDelta {
+            id: id.clone(),
+            delta: text.to_owned(),
+        });
+        self.emit(TurnEventKind::TextEnd { id });
+        self.added
+            .push(json!({ "role": "assistant", "content": text }));
+        self.end(text.to_owned(), finish, false)
+    }
+}
+
+/// The event that tells the client a call's result.
+fn result_event(call: &Call, envelope: &AgentToolResult<Value>, denied: bool) -> TurnEventKind {
+    let tool_call_id = call.id.clone();
+    match envelope {
+        _ if denied => TurnEventKind::ToolOutputDenied { tool_call_id },
+        AgentToolResult::Data { .. } => TurnEventKind::ToolOutputAvailable {
+            tool_call_id,
+            output: serde_json::to_value(envelope).unwrap_or_default(),
+        },
+        AgentToolResult::Error { error } => TurnEventKind::ToolOutputError {
+            tool_call_id,
+            error_text: error.clone(),
+        },
+    }
+}
+
+/// The span of one model call.
+fn chat_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
+    tracing::info_span!(
+        "gen_ai.chat",
+        otel.name = format!("chat {}", deps.model().model()),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = deps.model().provider(),
+        gen_ai.conversation.id = %deps.turn.thread_id,
+        gen_ai.request.model = deps.model().model(),
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.agent.name = agent.name(),
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        gen_ai.output.text = tracing::field::Empty,
+        rover.model.text_tool_calls = tracing::field::Empty,
+    )
 }
 
 /// A write call's tool and arguments (canonical JSON), the key under which it runs once per loop;
@@ -504,39 +579,6 @@ fn repeated_writes(
 const CANNOT_CALL: &str = "I could not do that: I did not manage to make a valid request with \
      the tools I have. Please rephrase it, or say exactly what you need.";
 
-/// Ends a loop with a sentence of Rover's own (not the model's), shown as text and kept.
-fn say(
-    emit: &impl Fn(TurnEventKind),
-    added: &mut Vec<Value>,
-    id: &str,
-    text: &str,
-    finish: FinishReason,
-) -> Outcome {
-    emit(TurnEventKind::TextStart { id: id.to_owned() });
-    emit(TurnEventKind::TextDelta {
-        id: id.to_owned(),
-        delta: text.to_owned(),
-    });
-    emit(TurnEventKind::TextEnd { id: id.to_owned() });
-    added.push(json!({ "role": "assistant", "content": text }));
-    Outcome {
-        messages: std::mem::take(added),
-        text: text.to_owned(),
-        finish,
-        paused: false,
-    }
-}
-
-/// How a stopped loop ends: with what it added, and the text it had said.
-fn stopped(messages: Vec<Value>, text: String) -> Outcome {
-    Outcome {
-        messages,
-        text,
-        finish: FinishReason::Abort,
-        paused: false,
-    }
-}
-
 /// The tool that pauses the turn for the staff member's answer.
 const ASK_USER: &str = "ask_user";
 
@@ -563,14 +605,14 @@ async fn execute(
         "gen_ai.execute_tool",
         otel.name = format!("execute_tool {}", call.name),
         gen_ai.operation.name = "execute_tool",
-        gen_ai.conversation.id = %deps.thread_id,
+        gen_ai.conversation.id = %deps.turn.thread_id,
         gen_ai.tool.type = "function",
         gen_ai.tool.name = %call.name,
         gen_ai.tool.call.id = %call.id,
         gen_ai.tool.call.arguments = tracing::field::Empty,
         rover.tool.outcome = tracing::field::Empty,
     );
-    if deps.capture_content {
+    if deps.runtime.capture_content {
         span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
     }
     let started = Instant::now();
@@ -578,7 +620,7 @@ async fn execute(
         .instrument(span.clone())
         .await;
     span.record("rover.tool.outcome", outcome);
-    if let Some(metrics) = deps.metrics {
+    if let Some(metrics) = deps.runtime.metrics.as_ref() {
         metrics.tools.observe(event, outcome, started.elapsed());
     }
     result
@@ -598,7 +640,7 @@ async fn run_tool<'c>(
             return (
                 event_of(agent, &call.name),
                 "invalid",
-                Some(AgentToolResult::error(error)),
+                Some(AgentToolResult::error(error.to_string())),
             );
         }
     };
@@ -681,7 +723,7 @@ async fn delegate(
         }
         Ok(outcome) => Some(AgentToolResult::data(
             Value::String(outcome.text),
-            deps.context.call_scope().describe(),
+            deps.context().call_scope().describe(),
         )),
         Err(error) => Some(AgentToolResult::error(format!(
             "The {} specialist failed: {error}.",

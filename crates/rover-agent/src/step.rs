@@ -8,7 +8,9 @@ use futures::StreamExt as _;
 use rover_contracts::wire::{TokenUsage, TurnEventKind};
 use serde_json::{Value, json};
 
+use crate::agent::InvalidCall;
 use crate::deps::TurnDeps;
+use crate::error::TurnError;
 use crate::local;
 use crate::model::ModelError;
 use crate::textcalls::{self, Holdback};
@@ -81,23 +83,23 @@ pub(crate) async fn stream_step(
     tools: &[Value],
     step: &str,
     emit: &impl Fn(TurnEventKind),
-) -> Result<Answer, ModelError> {
+) -> Result<Answer, TurnError> {
     let prompt: usize = conversation
         .iter()
         .chain(tools)
         .map(crate::compact::estimate)
         .sum();
     let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);
-    let reservation = deps.budget.before_model_call(prompt).await?;
+    let reservation = deps.budget.before_model_call(deps.store, prompt).await?;
     let started = Instant::now();
     let mut usage = None;
-    let mut model = deps.model.model().to_owned();
+    let mut model = deps.model().model().to_owned();
     let mut partial = Partial::default();
     let streamed = tokio::select! {
         biased;
         () = deps.stop.requested() => Ok(true),
         read = async {
-            let mut stream = deps.model.stream(conversation, tools).await?;
+            let mut stream = deps.model().stream(conversation, tools).await?;
             let span = tracing::Span::current();
             span.record("gen_ai.response.model", stream.model.as_str());
             span.record("gen_ai.provider.name", stream.provider.as_str());
@@ -130,7 +132,7 @@ pub(crate) async fn stream_step(
         }
         partial.finish()
     });
-    if let Some(metrics) = deps.metrics {
+    if let Some(metrics) = deps.runtime.metrics.as_ref() {
         metrics
             .model
             .observe(&model, streamed.is_ok(), started.elapsed(), usage);
@@ -157,13 +159,15 @@ pub(crate) async fn stream_step(
             output_tokens: 0,
         },
     };
-    deps.budget.after_model_call(reservation, used).await;
-    if deps.capture_content
+    deps.budget
+        .after_model_call(deps.store, reservation, used)
+        .await;
+    if deps.runtime.capture_content
         && let Ok(answer) = &streamed
     {
         tracing::Span::current().record("gen_ai.output.text", answer.text.as_str());
     }
-    streamed
+    Ok(streamed?)
 }
 
 /// A model call's answer as far as it has streamed: the text shown, the text kept back as a
@@ -341,9 +345,10 @@ pub(crate) fn assistant_message(text: &str, calls: &[Call]) -> Value {
     assistant
 }
 
-pub(crate) fn parse_arguments(arguments: &str) -> Result<Value, String> {
+pub(crate) fn parse_arguments(arguments: &str) -> Result<Value, InvalidCall> {
     if arguments.trim().is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_str(arguments).map_err(|e| format!("The arguments are not valid JSON: {e}."))
+    serde_json::from_str(arguments)
+        .map_err(|e| InvalidCall(format!("The arguments are not valid JSON: {e}.")))
 }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use rover_contracts::ids::{ThreadId, TurnId};
-use rover_domain::approvals::{ApprovalAnswer, ApprovalState, GatedCall};
 use rover_settings::{DatabaseSettings, Secret};
+use rover_turnstore::approvals::{ApprovalAnswer, ApprovalState, GatedCall};
 use serde_json::json;
 
 use crate::toolhop::{POOL_SIZE, WRITER};
@@ -47,9 +47,9 @@ impl Gate {
         sqlx::query("DELETE FROM tool_approval_policy")
             .execute(tx.connection())
             .await?;
-        rover_domain::conversation::ensure_thread(&mut tx, thread, user).await?;
+        rover_turnstore::conversation::ensure_thread(&mut tx, thread, user).await?;
         let ApprovalState::Pending { approval_id } =
-            rover_domain::approvals::approval_for(&mut tx, &call).await?
+            rover_turnstore::approvals::approval_for(&mut tx, &call).await?
         else {
             anyhow::bail!("a new approval is not pending");
         };
@@ -60,7 +60,7 @@ impl Gate {
             approved: true,
             reason: None,
         };
-        rover_domain::approvals::answer(&mut tx, thread, user, answering, &[answer])
+        rover_turnstore::approvals::answer(&mut tx, thread, user, answering, &[answer])
             .await?
             .ok_or_else(|| anyhow::anyhow!("the approval was not recorded"))?;
         tx.commit().await?;
@@ -76,10 +76,10 @@ impl Gate {
         let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
             .await
             .map_err(fail)?;
-        let needs = rover_domain::approvals::needs_approval(&mut tx, &self.call.tool)
+        let needs = rover_turnstore::approvals::needs_approval(&mut tx, &self.call.tool)
             .await
             .map_err(fail)?;
-        let decided = rover_domain::approvals::decided(&mut tx, &self.call)
+        let decided = rover_turnstore::approvals::decided(&mut tx, &self.call)
             .await
             .map_err(fail)?;
         tx.commit().await.map_err(fail)?;

@@ -178,7 +178,7 @@ fn call_id_sql(call_id: &ToolCallId) -> String {
 }
 
 /// The approval columns of the opening query: the policy's mode for the tool, and whether an
-/// approved row is bound to this very call (`crate::approvals::approval_for` writes them;
+/// approved row is bound to this very call (`rover_turnstore::approvals::approval_for` writes them;
 /// `approvals_consumed_idx` finds one).
 fn approval_sql(read: &ApprovalRead<'_>) -> String {
     let tool = text_sql(read.tool);

@@ -10,8 +10,10 @@
 //!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
 //!   [`record_attendance`], [`list_my_classes`], [`record_marks`], [`class_marks`],
 //!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
-//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`],
-//!   [`usage`] (token budgets).
+//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`].
+//!
+//! A turn's own storage (threads, history, journal, events, open turns, approvals, token usage)
+//! lives in `rover-turnstore`; its tables are in the one schema migrated here.
 //!
 //! Every domain function has the shape `(tx, actor, scope, args) -> Result<Output, DomainError>`,
 //! taking the contracts' argument type and returning its output type; writes return
@@ -30,14 +32,12 @@
 //! *API Boundary*: this crate knows nothing of HTTP or AMQP.
 
 pub mod actor;
-pub mod approvals;
 mod attendance;
 pub mod audit;
 pub mod calendar;
 pub mod call;
 mod classes;
 pub mod context;
-pub mod conversation;
 mod departments;
 mod error;
 pub mod inbox;
@@ -52,7 +52,6 @@ mod teaching;
 mod tenant;
 #[cfg(feature = "test-support")]
 pub mod testing;
-pub mod usage;
 
 pub use attendance::record_attendance;
 pub use audit::{AuditChange, Written};

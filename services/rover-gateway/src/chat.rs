@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::observe::current_trace_id;
 use crate::state::AppState;
 use crate::{DoubleTexting, Settings, caller, input};
-use rover_domain::conversation::WhenBusy;
+use rover_turnstore::conversation::WhenBusy;
 
 mod chunks;
 mod request;
@@ -81,7 +81,7 @@ async fn post_chat(
     // The runtime context, minted from live rows; the thread must be the caller's.
     let mut tx = caller::tenant(&state, &principal).await?;
     let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
-    rover_domain::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    rover_turnstore::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
     let (when_busy, interrupted) = match state.settings.chat.double_texting {
@@ -89,11 +89,11 @@ async fn post_chat(
         DoubleTexting::Enqueue => (WhenBusy::Queue, Vec::new()),
         DoubleTexting::Interrupt => (
             WhenBusy::Queue,
-            rover_domain::conversation::request_stop(&mut tx, thread).await?,
+            rover_turnstore::conversation::request_stop(&mut tx, thread).await?,
         ),
     };
     // Counted until the worker ends the turn — a client that goes away frees nothing.
-    rover_domain::conversation::open_turn(
+    rover_turnstore::conversation::open_turn(
         &mut tx,
         thread,
         turn,
@@ -103,17 +103,22 @@ async fn post_chat(
     )
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
-    rover_domain::conversation::start_turn(&mut tx, thread, turn).await?;
+    rover_turnstore::conversation::start_turn(&mut tx, thread, turn).await?;
     // Answers to approval requests are bound here, once, to this turn; anything else the staff
     // member sends moves the chat on, and what still waits for approval can no longer be given.
     let mut message_id = format!("msg-{turn}");
     if approvals.is_empty() {
-        rover_domain::approvals::expire_pending(&mut tx, thread).await?;
+        rover_turnstore::approvals::expire_pending(&mut tx, thread).await?;
     } else {
-        let chain =
-            rover_domain::approvals::answer(&mut tx, thread, principal.user_id, turn, &approvals)
-                .await?
-                .ok_or_else(approvals::invalid_answer)?;
+        let chain = rover_turnstore::approvals::answer(
+            &mut tx,
+            thread,
+            principal.user_id,
+            turn,
+            &approvals,
+        )
+        .await?
+        .ok_or_else(approvals::invalid_answer)?;
         // The continuation adds to the paused chain's assistant message.
         if let Some(root) = chain.first() {
             message_id = format!("msg-{root}");
@@ -184,8 +189,8 @@ async fn post_chat(
 }
 
 /// The open-turn limits from settings; an open turn counts at most as long as its identity lives.
-fn turn_limits(settings: &Settings) -> rover_domain::conversation::TurnLimits {
-    rover_domain::conversation::TurnLimits {
+fn turn_limits(settings: &Settings) -> rover_turnstore::conversation::TurnLimits {
+    rover_turnstore::conversation::TurnLimits {
         per_user: settings.chat.max_concurrent_turns_per_user,
         per_school: settings.chat.max_concurrent_turns_per_school,
         ttl: Duration::from_secs(settings.identity.ttl_secs),
@@ -193,8 +198,8 @@ fn turn_limits(settings: &Settings) -> rover_domain::conversation::TurnLimits {
 }
 
 /// The answer to a turn that may not start: 409 on a busy thread, 429 over a limit.
-fn refusal(settings: &Settings, refused: rover_domain::conversation::TurnRefused) -> ApiError {
-    use rover_domain::conversation::TurnRefused;
+fn refusal(settings: &Settings, refused: rover_turnstore::conversation::TurnRefused) -> ApiError {
+    use rover_turnstore::conversation::TurnRefused;
     let busy = |message: String| {
         ApiError::new(ErrorCode::RateLimited, message)
             .retry_after(settings.chat.busy_retry_after_secs)
@@ -219,7 +224,7 @@ fn refusal(settings: &Settings, refused: rover_domain::conversation::TurnRefused
 async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
     let closed = async {
         let mut tx = rover_domain::begin_tenant(&state.pool, school).await?;
-        rover_domain::conversation::close_turn(&mut tx, turn).await?;
+        rover_turnstore::conversation::close_turn(&mut tx, turn).await?;
         tx.commit().await
     };
     if let Err(error) = closed.await {
@@ -248,7 +253,7 @@ async fn resume(
             .retry_after(state.settings.chat.busy_retry_after_secs)
         })?;
     let mut tx = caller::tenant(&state, &principal).await?;
-    let last = rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
+    let last = rover_turnstore::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
     tx.commit().await?;
     let Some(turn) = last else {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -257,7 +262,7 @@ async fn resume(
     // process, and no transaction is open across it.
     let (following, live) = state.events.follow(turn);
     let mut tx = caller::tenant(&state, &principal).await?;
-    let recorded: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, turn)
+    let recorded: Vec<TurnEvent> = rover_turnstore::conversation::events(&mut tx, turn)
         .await?
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())

@@ -1,13 +1,10 @@
-//! The worker's side of budgets: the limits (`budget.*` settings) and the Postgres ledger a
-//! turn's model calls reserve and settle their tokens in, per user, school and UTC day.
+//! The worker's side of budgets: the limits (`budget.*` settings) of a turn, and of the user's
+//! and school's UTC day in the Postgres ledger a turn's store reserves and settles tokens in.
 
-use chrono::Utc;
-use futures::FutureExt as _;
-use futures::future::BoxFuture;
-use rover_agent::budget::{BudgetError, Ledger, TurnBudget, TurnLimits};
-use rover_contracts::ids::{SchoolId, TurnId, UserId};
-use rover_contracts::wire::{TokenUsage, TurnRequest};
-use rover_domain::usage::{DailyLimit, DailyLimits};
+use rover_agent::budget::{TurnBudget, TurnLimits};
+use rover_contracts::ids::{SchoolId, TurnId};
+use rover_contracts::wire::TokenUsage;
+use rover_turnstore::usage::DailyLimits;
 use serde::{Deserialize, Serialize};
 
 /// What a turn, and a user's and a school's day, may spend; `0` means no limit.
@@ -41,29 +38,23 @@ impl Default for BudgetSettings {
     }
 }
 
-/// A turn's budget, drawing on the Postgres ledger.
-pub(crate) fn turn_budget(
-    settings: &BudgetSettings,
-    pool: &sqlx::PgPool,
-    request: &TurnRequest,
-) -> TurnBudget {
-    let limits = TurnLimits {
+/// A turn's own limits. The daily ledger it draws on is the turn's store
+/// (`rover_turnstore::PgTurnStore`, with [`daily_limits`]).
+pub(crate) fn turn_budget(settings: &BudgetSettings) -> TurnBudget {
+    TurnBudget::new(TurnLimits {
         tokens: settings.turn_tokens,
         model_calls: settings.turn_model_calls,
         tool_calls: settings.turn_tool_calls,
         output_reserve: settings.output_reserve_tokens,
-    };
-    let ledger = PgLedger {
-        pool: pool.clone(),
-        school: request.context.user_details.school.id,
-        user: request.context.user_details.user_id,
-        turn: request.turn_id,
-        limits: DailyLimits {
-            user_tokens: settings.user_daily_tokens,
-            school_tokens: settings.school_daily_tokens,
-        },
-    };
-    TurnBudget::new(limits, Some(Box::new(ledger)))
+    })
+}
+
+/// What a user's and a school's day may spend.
+pub(crate) fn daily_limits(settings: &BudgetSettings) -> DailyLimits {
+    DailyLimits {
+        user_tokens: settings.user_daily_tokens,
+        school_tokens: settings.school_daily_tokens,
+    }
 }
 
 /// What `turn` used, as settled in the ledger (across every delivery of the turn).
@@ -73,65 +64,10 @@ pub(crate) async fn settled_usage(
     turn: TurnId,
 ) -> Result<TokenUsage, rover_domain::DomainError> {
     let mut tx = rover_domain::begin_tenant(pool, school).await?;
-    let usage = rover_domain::usage::turn_usage(&mut tx, turn).await?;
+    let usage = rover_turnstore::usage::turn_usage(&mut tx, turn).await?;
     tx.commit().await?;
     Ok(TokenUsage {
         input_tokens: u64::try_from(usage.input_tokens).unwrap_or_default(),
         output_tokens: u64::try_from(usage.output_tokens).unwrap_or_default(),
     })
-}
-
-struct PgLedger {
-    pool: sqlx::PgPool,
-    school: SchoolId,
-    user: UserId,
-    turn: TurnId,
-    limits: DailyLimits,
-}
-
-impl Ledger for PgLedger {
-    fn reserve(&self, tokens: u64) -> BoxFuture<'_, Result<(), BudgetError>> {
-        async move {
-            let fail = |e: rover_domain::DomainError| BudgetError::Ledger(e.to_string());
-            let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
-                .await
-                .map_err(fail)?;
-            let day = Utc::now().date_naive();
-            let reserved = rover_domain::usage::reserve(
-                &mut tx,
-                self.user,
-                self.turn,
-                day,
-                tokens,
-                self.limits,
-            )
-            .await
-            .map_err(fail)?;
-            match reserved {
-                Ok(()) => tx.commit().await.map_err(fail),
-                Err(DailyLimit::User(limit)) => Err(BudgetError::UserDaily(limit)),
-                Err(DailyLimit::School(limit)) => Err(BudgetError::SchoolDaily(limit)),
-            }
-        }
-        .boxed()
-    }
-
-    fn settle(&self, reserved: u64, used: TokenUsage) -> BoxFuture<'_, Result<(), String>> {
-        async move {
-            let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
-                .await
-                .map_err(|e| e.to_string())?;
-            rover_domain::usage::settle(
-                &mut tx,
-                self.turn,
-                reserved,
-                used.input_tokens,
-                used.output_tokens,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            tx.commit().await.map_err(|e| e.to_string())
-        }
-        .boxed()
-    }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rover_agent::model::{ModelClient, ModelEndpoint, ModelOptions};
 use rover_agent::skills::SkillLibrary;
-use rover_agent::{AgentMetrics, ToolRpc};
+use rover_agent::{AgentMetrics, Runtime, ToolRpc};
 use rover_contracts::identity::TurnVerifier;
 use rover_contracts::wire::{self, TurnRequest};
 use rover_messaging::{Broker, ConsumerOptions, Publisher, RpcOptions, Topology};
@@ -22,7 +22,6 @@ use rover_telemetry::metrics::{Metrics, TurnMetrics};
 
 use crate::turn::handle_turn;
 
-mod approvals;
 mod budget;
 mod control;
 mod events;
@@ -39,14 +38,12 @@ pub use settings::{AgentSettings, Settings};
 struct Shared {
     settings: Settings,
     pool: sqlx::PgPool,
-    model: ModelClient,
-    tools: ToolRpc,
-    skills: SkillLibrary,
+    /// The model, the tool RPC, the skills and the loop's settings every turn runs with.
+    runtime: Runtime,
     publisher: Publisher,
     topology: Topology,
     verifier: TurnVerifier,
     turns: TurnMetrics,
-    agent_metrics: AgentMetrics,
     metrics: Metrics,
     /// The turns running here (to stop them) and the threads whose turns wait here.
     control: Arc<control::Control>,
@@ -122,17 +119,25 @@ impl App {
         let publisher = broker.publisher();
         let mut registry = rover_telemetry::metrics::Registry::default();
         let turns = TurnMetrics::register(&mut registry);
-        let agent_metrics = AgentMetrics::register(&mut registry);
+        let runtime = Runtime {
+            model,
+            tools,
+            skills,
+            metrics: Some(AgentMetrics::register(&mut registry)),
+            capture_content: settings.telemetry.capture_content,
+            step_limit: settings.agent.step_limit,
+            context: rover_agent::compact::Budget {
+                max_tokens: settings.agent.context_budget_tokens,
+                tool_result_max_tokens: settings.agent.tool_result_max_tokens,
+            },
+        };
         let shared = Arc::new(Shared {
             turns,
-            agent_metrics,
             metrics: Metrics::new(registry),
             verifier,
             settings,
             pool,
-            model,
-            tools,
-            skills,
+            runtime,
             publisher,
             topology,
             control: Arc::default(),
@@ -229,7 +234,7 @@ impl App {
                 })
                 .await
         });
-        tracing::info!(%queue, model = shared.model.model(), http = %http_addr, "worker ready; waiting for shutdown");
+        tracing::info!(%queue, model = shared.runtime.model.model(), http = %http_addr, "worker ready; waiting for shutdown");
         shutdown.await;
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;

@@ -12,8 +12,11 @@ use rover_contracts::wire::{FinishReason, TurnEvent, TurnEventKind, TurnInput, T
 use rover_messaging::{Delivery, Outcome};
 use tracing::Instrument as _;
 
+use rover_domain::DomainError;
+use rover_turnstore::conversation;
+
 use crate::events::forward_events;
-use crate::request::{Failure, run_request};
+use crate::request::{Failure, Running, run_request};
 use crate::resume::Continuation;
 use crate::{Shared, budget};
 
@@ -24,22 +27,12 @@ pub(crate) async fn handle_turn(
     request: TurnRequest,
     delivery: Delivery,
 ) -> Outcome {
-    let span = tracing::info_span!(
-        "rover.worker.turn",
-        turn_id = %request.turn_id,
-        thread_id = %request.thread_id,
-        redelivered = delivery.redelivered,
-        delivery_count = delivery.delivery_count,
-        rover.input.text = tracing::field::Empty,
-        rover.turn.finish_reason = tracing::field::Empty,
-        gen_ai.usage.input_tokens = tracing::field::Empty,
-        gen_ai.usage.output_tokens = tracing::field::Empty,
-    );
+    let span = turn_span(&request, &delivery);
     let turn = request.turn_id;
     // The runtime context travels unsigned beside the signed identity; it must say the same, or
     // the message was not minted by a gateway and is dead-lettered without running anything.
-    if let Err(reason) = check_identity(&shared.verifier, &request) {
-        tracing::warn!(turn_id = %turn, reason, "refusing a turn whose identity does not verify");
+    if let Err(error) = check_identity(&shared.verifier, &request) {
+        tracing::warn!(turn_id = %turn, %error, "refusing a turn whose identity does not verify");
         return Outcome::Reject;
     }
     if shared.settings.telemetry.capture_content
@@ -49,74 +42,30 @@ pub(crate) async fn handle_turn(
     }
     // Registered before anything is read, so a stop sent from now on reaches this turn.
     let (stop, _running) = shared.control.running(turn);
-    // What an earlier delivery of this turn did, if a worker died running it.
-    let mut prior = match load_prior(shared, &request).instrument(span.clone()).await {
+    // What an earlier delivery of this turn did, if a worker died running it; a turn queued
+    // behind another of its thread waits for it first.
+    let prior = match prepare(shared, &request).instrument(span.clone()).await {
         Ok(prior) => prior,
         Err(error) => {
-            tracing::warn!(parent: &span, %error, "could not read the turn's journal; retrying the turn");
+            tracing::warn!(parent: &span, %error, "could not read the turn's journal or its thread's open turns; retrying the turn");
             return Outcome::Retry;
         }
     };
-    // A turn queued behind another of its thread (the enqueue and interrupt policies) runs once
-    // those have ended, so it reads the history they leave (and a stop sent meanwhile).
-    if prior.behind {
-        let waited = async {
-            shared
-                .control
-                .wait_turn(
-                    request.thread_id,
-                    Duration::from_millis(shared.settings.agent.turn_timeout_ms),
-                    || ready_to_run(shared, &request),
-                )
-                .await?;
-            expire_approvals_left_behind(shared, &request).await?;
-            load_prior(shared, &request).await
-        }
-        .instrument(span.clone())
-        .await;
-        prior = match waited {
-            Ok(prior) => prior,
-            Err(error) => {
-                tracing::warn!(parent: &span, %error, "could not read the thread's open turns; retrying the turn");
-                return Outcome::Retry;
-            }
-        };
-    }
-    if prior.continuation.finished() {
-        // Its worker may have died between recording the last events and publishing them.
-        tracing::info!(parent: &span, "the turn had already finished; sending its end again");
-        let (_, closed) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
-        forward_events(shared, &request, prior.continuation, closed, None)
-            .instrument(span)
-            .await;
-        return Outcome::Ack;
-    }
-    if let Some(finish) = prior.completed {
-        // Its worker died after saving the turn, before sending `finish`: send it now.
-        tracing::info!(parent: &span, "the turn was done but never said so; finishing it");
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
-        let _ = sender.send(Emitted {
-            subagent: None,
-            event: TurnEventKind::Finish {
-                reason: finish,
-                usage: None,
-            },
-        });
-        drop(sender);
-        forward_events(shared, &request, prior.continuation, receiver, None)
-            .instrument(span)
-            .await;
+    if prior.continuation.finished() || prior.completed.is_some() {
+        finish_again(shared, &request, prior).instrument(span).await;
         return Outcome::Ack;
     }
     if prior.stopped {
         stop.request();
     }
-    let fresh = !prior.own_parts && prior.continuation.next_seq() == 0;
     // A turn that keeps failing its workers is stopped while a worker can still tell the client:
     // on its last delivery it answers with an error, unrun, and goes to the dead-letter queue.
     let give_up =
         delivery.delivery_count + 1 >= u64::from(shared.settings.amqp.delivery_limit.max(1));
-    if !fresh {
+    let fresh = !prior.own_parts && prior.continuation.next_seq() == 0;
+    if fresh {
+        shared.turns.started.inc();
+    } else {
         tracing::info!(
             parent: &span,
             parts = prior.journal.len(),
@@ -125,94 +74,194 @@ pub(crate) async fn handle_turn(
             give_up,
             "resuming a turn from its journal"
         );
-    } else {
-        shared.turns.started.inc();
     }
-    let started = Instant::now();
-    // The thread must exist (and be the caller's) before any event is recorded against it.
-    let owned = ensure_thread(shared, &request).await;
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
-    // Events are published in the turn's span, so each carries the turn's trace context.
-    let forwarder = forward_events(
+    let turn = Turn {
         shared,
-        &request,
-        prior.continuation,
-        receiver,
-        fresh.then_some(started),
+        request: &request,
+        span: &span,
+        started: Instant::now(),
+        give_up,
+    };
+    turn.run(prior, &stop, fresh).await;
+    if give_up {
+        Outcome::Reject
+    } else {
+        Outcome::Ack
+    }
+}
+
+/// The span of a turn's delivery.
+fn turn_span(request: &TurnRequest, delivery: &Delivery) -> tracing::Span {
+    tracing::info_span!(
+        "rover.worker.turn",
+        turn_id = %request.turn_id,
+        thread_id = %request.thread_id,
+        redelivered = delivery.redelivered,
+        delivery_count = delivery.delivery_count,
+        rover.input.text = tracing::field::Empty,
+        rover.turn.finish_reason = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
     )
-    .instrument(span.clone());
-    let producer = async {
+}
+
+/// What earlier deliveries left behind, once the turns ahead of it on its thread have ended: a
+/// turn queued behind another (the enqueue and interrupt policies) reads the history they leave
+/// (and a stop sent meanwhile).
+async fn prepare(shared: &Shared, request: &TurnRequest) -> Result<Prior, DomainError> {
+    let prior = load_prior(shared, request).await?;
+    if !prior.behind {
+        return Ok(prior);
+    }
+    shared
+        .control
+        .wait_turn(
+            request.thread_id,
+            Duration::from_millis(shared.settings.agent.turn_timeout_ms),
+            || ready_to_run(shared, request),
+        )
+        .await?;
+    expire_approvals_left_behind(shared, request).await?;
+    load_prior(shared, request).await
+}
+
+/// A turn that had already finished (its worker may have died between recording the last events
+/// and publishing them), or that was done but never said so (its worker died after saving the
+/// turn, before sending `finish`): its end is sent (again).
+async fn finish_again(shared: &Shared, request: &TurnRequest, prior: Prior) {
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+    if prior.continuation.finished() {
+        tracing::info!("the turn had already finished; sending its end again");
+    } else if let Some(finish) = prior.completed {
+        tracing::info!("the turn was done but never said so; finishing it");
         let _ = sender.send(Emitted {
             subagent: None,
-            event: TurnEventKind::Start {
-                message_id: request.message_id.clone(),
-                trace_id: rover_telemetry::trace_id(&span),
+            event: TurnEventKind::Finish {
+                reason: finish,
+                usage: None,
             },
         });
-        let budget = budget::turn_budget(&shared.settings.budget, &shared.pool, &request)
-            .carrying(prior.carried);
-        let outcome = if give_up {
-            Err(Failure {
+    }
+    drop(sender);
+    forward_events(shared, request, prior.continuation, receiver, None).await;
+}
+
+/// A turn about to run on this delivery.
+struct Turn<'a> {
+    shared: &'a Shared,
+    request: &'a TurnRequest,
+    span: &'a tracing::Span,
+    started: Instant,
+    /// This is its last delivery: it ends with an error, unrun.
+    give_up: bool,
+}
+
+impl Turn<'_> {
+    /// Runs the turn while its events are forwarded, in the turn's span, so each event carries
+    /// the turn's trace context.
+    async fn run(&self, prior: Prior, stop: &rover_agent::Stop, fresh: bool) {
+        let (shared, request) = (self.shared, self.request);
+        // The thread must exist (and be the caller's) before any event is recorded against it.
+        let owned = ensure_thread(shared, request).await;
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Emitted>();
+        let forwarder = forward_events(
+            shared,
+            request,
+            prior.continuation,
+            receiver,
+            fresh.then_some(self.started),
+        )
+        .instrument(self.span.clone());
+        let producer = async {
+            let _ = sender.send(Emitted {
+                subagent: None,
+                event: TurnEventKind::Start {
+                    message_id: request.message_id.clone(),
+                    trace_id: rover_telemetry::trace_id(self.span),
+                },
+            });
+            let budget = budget::turn_budget(&shared.settings.budget).carrying(prior.carried);
+            let running = Running {
+                events: &sender,
+                journal: &prior.journal,
+                budget: &budget,
+                stop,
+            };
+            let outcome = async { self.outcome(owned, running).await }
+                .instrument(self.span.clone())
+                .await;
+            self.conclude(outcome, &budget, &sender).await;
+            drop(sender);
+        };
+        tokio::join!(producer, forwarder);
+    }
+
+    /// How the turn ends: run under its deadline, or — on its last delivery — refused unrun.
+    async fn outcome(
+        &self,
+        owned: Result<(), Failure>,
+        running: Running<'_>,
+    ) -> Result<FinishReason, Failure> {
+        if self.give_up {
+            return Err(Failure {
                 code: ErrorCode::Internal,
                 message: "This request failed repeatedly and was stopped. Please try again, or \
                       rephrase it."
                     .to_owned(),
-            })
-        } else {
-            rover_settings::fault::point("worker.turn");
-            let deadline = Duration::from_millis(shared.settings.agent.turn_timeout_ms);
-            async {
-                owned?;
-                tokio::time::timeout(
-                    deadline,
-                    run_request(shared, &request, &sender, &prior.journal, &budget, &stop),
-                )
-                .await
-                .map_err(|_| Failure {
-                    code: ErrorCode::DeadlineExceeded,
-                    message: "This took too long and was stopped. Please try again.".to_owned(),
-                })?
-            }
-            .instrument(span.clone())
+            });
+        }
+        rover_settings::fault::point("worker.turn");
+        owned?;
+        let deadline = Duration::from_millis(self.shared.settings.agent.turn_timeout_ms);
+        tokio::time::timeout(deadline, run_request(self.shared, self.request, running))
             .await
-        };
-        let finish = match outcome {
-            Ok(finish) => finish,
-            Err(failure) => {
-                tracing::warn!(parent: &span, error = %failure.message, give_up, "turn failed");
-                let _ = sender.send(Emitted {
-                    subagent: None,
-                    event: TurnEventKind::Error {
-                        code: failure.code,
-                        message: failure.message,
-                    },
-                });
-                FinishReason::Error
-            }
-        };
-        // Counted before `finish` is sent: a client that saw the end sees it in the metrics too.
+            .map_err(|_| Failure {
+                code: ErrorCode::DeadlineExceeded,
+                message: "This took too long and was stopped. Please try again.".to_owned(),
+            })?
+    }
+
+    /// Tells the client how the turn ended (an error first, if it failed), counted and logged
+    /// before `finish` is sent: a client that saw the end sees it in the metrics too.
+    async fn conclude(
+        &self,
+        outcome: Result<FinishReason, Failure>,
+        budget: &rover_agent::budget::TurnBudget,
+        sender: &tokio::sync::mpsc::UnboundedSender<Emitted>,
+    ) {
+        let (shared, span) = (self.shared, self.span);
+        let finish = outcome.unwrap_or_else(|failure| {
+            tracing::warn!(parent: span, error = %failure.message, give_up = self.give_up, "turn failed");
+            let _ = sender.send(Emitted {
+                subagent: None,
+                event: TurnEventKind::Error {
+                    code: failure.code,
+                    message: failure.message,
+                },
+            });
+            FinishReason::Error
+        });
+        let took = self.started.elapsed();
         span.record("rover.turn.finish_reason", tracing::field::debug(finish));
         tracing::info!(
-            parent: &span,
-            turn_id = %request.turn_id,
+            parent: span,
+            turn_id = %self.request.turn_id,
             ?finish,
-            took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             "turn finished"
         );
-        shared
-            .turns
-            .duration
-            .observe(started.elapsed().as_secs_f64());
+        shared.turns.duration.observe(took.as_secs_f64());
         match finish {
             FinishReason::Error => shared.turns.failed.inc(),
             FinishReason::Abort => shared.turns.stopped.inc(),
             _ => shared.turns.completed.inc(),
         };
         // The ledger has every delivery's calls; this one's are the fallback.
-        let usage = budget::settled_usage(&shared.pool, school_of(&request), request.turn_id)
+        let school = school_of(self.request);
+        let usage = budget::settled_usage(&shared.pool, school, self.request.turn_id)
             .await
             .unwrap_or_else(|error| {
-                tracing::warn!(parent: &span, %error, "could not read the turn's token usage");
+                tracing::warn!(parent: span, %error, "could not read the turn's token usage");
                 budget.usage()
             });
         span.record("gen_ai.usage.input_tokens", usage.input_tokens);
@@ -224,13 +273,6 @@ pub(crate) async fn handle_turn(
                 usage: Some(usage),
             },
         });
-        drop(sender);
-    };
-    tokio::join!(producer, forwarder);
-    if give_up {
-        Outcome::Reject
-    } else {
-        Outcome::Ack
     }
 }
 
@@ -255,12 +297,12 @@ pub(crate) struct Prior {
 pub(crate) async fn load_prior(
     shared: &Shared,
     request: &TurnRequest,
-) -> Result<Prior, rover_domain::DomainError> {
+) -> Result<Prior, DomainError> {
     let mut tx =
         rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
     // A turn whose messages are in the history completed; it ended waiting on `ask_user` when its
     // last message asks.
-    let completed = rover_domain::conversation::turn_last_message(&mut tx, request.turn_id)
+    let completed = conversation::turn_last_message(&mut tx, request.turn_id)
         .await?
         .map(|last| {
             if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
@@ -269,24 +311,24 @@ pub(crate) async fn load_prior(
                 FinishReason::Stop
             }
         });
-    let events: Vec<TurnEvent> = rover_domain::conversation::events(&mut tx, request.turn_id)
+    let events: Vec<TurnEvent> = conversation::events(&mut tx, request.turn_id)
         .await?
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
-    let parts = rover_domain::conversation::steps(&mut tx, &[request.turn_id]).await?;
-    let stopped = rover_domain::conversation::stop_requested(&mut tx, request.turn_id).await?;
-    let behind = rover_domain::conversation::waits_behind(&mut tx, request.turn_id).await?;
+    let parts = conversation::steps(&mut tx, &[request.turn_id]).await?;
+    let stopped = conversation::stop_requested(&mut tx, request.turn_id).await?;
+    let behind = conversation::waits_behind(&mut tx, request.turn_id).await?;
     let chain_turns: &[TurnId] = match &request.input {
         TurnInput::Continue { chain } => chain,
         _ => &[],
     };
-    let chain = rover_domain::conversation::steps(&mut tx, chain_turns).await?;
+    let chain = conversation::steps(&mut tx, chain_turns).await?;
     let mut spent_by: Vec<TurnId> = chain_turns.to_vec();
     spent_by.push(request.turn_id);
-    let usage = rover_domain::usage::chain_usage(&mut tx, &spent_by).await?;
+    let usage = rover_turnstore::usage::chain_usage(&mut tx, &spent_by).await?;
     tx.commit().await?;
-    let step = |p: rover_domain::conversation::StepPart| StepPart {
+    let step = |p: conversation::StepPart| StepPart {
         agent: p.agent,
         step: p.step,
         part: p.part,
@@ -317,9 +359,12 @@ async fn expire_approvals_left_behind(
     request: &TurnRequest,
 ) -> Result<(), rover_domain::DomainError> {
     let mut tx = rover_domain::begin_tenant(&shared.pool, school_of(request)).await?;
-    let expired =
-        rover_domain::approvals::expire_pending_before(&mut tx, request.thread_id, request.turn_id)
-            .await?;
+    let expired = rover_turnstore::approvals::expire_pending_before(
+        &mut tx,
+        request.thread_id,
+        request.turn_id,
+    )
+    .await?;
     tx.commit().await?;
     if expired > 0 {
         tracing::info!(
@@ -336,7 +381,7 @@ async fn ready_to_run(
     request: &TurnRequest,
 ) -> Result<bool, rover_domain::DomainError> {
     let mut tx = rover_domain::begin_tenant(&shared.pool, school_of(request)).await?;
-    let behind = rover_domain::conversation::waits_behind(&mut tx, request.turn_id).await?;
+    let behind = conversation::waits_behind(&mut tx, request.turn_id).await?;
     tx.commit().await?;
     if behind {
         tracing::info!(turn_id = %request.turn_id, "waiting for the thread's earlier turn to end");
@@ -344,11 +389,23 @@ async fn ready_to_run(
     Ok(!behind)
 }
 
+/// Why a turn's identity was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IdentityRefused {
+    /// The signature, issuer, audience or expiry is wrong.
+    #[error(transparent)]
+    Invalid(#[from] rover_contracts::identity::IdentityError),
+    /// It verifies, but the unsigned context beside it says something else.
+    #[error("the runtime context does not match its signed identity")]
+    Mismatch,
+}
+
 /// The turn's signed identity verifies, and the runtime context, turn and thread match it.
-pub(crate) fn check_identity(verifier: &TurnVerifier, request: &TurnRequest) -> Result<(), String> {
-    let verified = verifier
-        .verify(&request.identity)
-        .map_err(|e| e.to_string())?;
+pub(crate) fn check_identity(
+    verifier: &TurnVerifier,
+    request: &TurnRequest,
+) -> Result<(), IdentityRefused> {
+    let verified = verifier.verify(&request.identity)?;
     let context = &request.context;
     let matches = verified.turn_id() == request.turn_id
         && verified.thread_id() == request.thread_id
@@ -357,7 +414,7 @@ pub(crate) fn check_identity(verifier: &TurnVerifier, request: &TurnRequest) -> 
     if matches {
         Ok(())
     } else {
-        Err("the runtime context does not match its signed identity".to_owned())
+        Err(IdentityRefused::Mismatch)
     }
 }
 
@@ -367,7 +424,7 @@ pub(crate) async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Res
         let mut tx =
             rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id)
                 .await?;
-        rover_domain::conversation::ensure_thread(&mut tx, request.thread_id, user).await?;
+        conversation::ensure_thread(&mut tx, request.thread_id, user).await?;
         tx.commit().await
     };
     attempt.await.map_err(|e| Failure {

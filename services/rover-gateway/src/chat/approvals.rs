@@ -1,9 +1,9 @@
 //! The staff member's answers to approval requests: the tool parts of the last (assistant)
 //! message in state `approval-responded` (`addToolApprovalResponse`), bound server-side to the
-//! pending approval they name (`rover_domain::approvals::answer`).
+//! pending approval they name (`rover_turnstore::approvals::answer`).
 
 use rover_contracts::ErrorCode;
-use rover_domain::approvals::ApprovalAnswer;
+use rover_turnstore::approvals::ApprovalAnswer;
 use serde_json::Value;
 
 use crate::error::ApiError;

@@ -45,7 +45,7 @@ pub(crate) struct ChatTurn {
     pub(crate) campus: Option<CampusId>,
     /// The staff member's answers to approval requests (then `input` is a `Continue` whose chain
     /// the gateway learns when it records them).
-    pub(crate) approvals: Vec<rover_domain::approvals::ApprovalAnswer>,
+    pub(crate) approvals: Vec<rover_turnstore::approvals::ApprovalAnswer>,
 }
 
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and

@@ -32,8 +32,8 @@ pub(super) async fn stop(
     let thread = thread_id(principal.user_id, &chat)?;
     tracing::Span::current().record("thread_id", tracing::field::display(thread));
     let mut tx = caller::tenant(&state, &principal).await?;
-    rover_domain::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
-    let turns = rover_domain::conversation::request_stop(&mut tx, thread).await?;
+    rover_turnstore::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
+    let turns = rover_turnstore::conversation::request_stop(&mut tx, thread).await?;
     if turns.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -72,7 +72,7 @@ async fn wait_ended(
 ) -> Result<(), ApiError> {
     let finished = |event: &TurnEvent| matches!(event.event, TurnEventKind::Finish { .. });
     let mut tx = caller::tenant(state, principal).await?;
-    let recorded = rover_domain::conversation::events(&mut tx, turn).await?;
+    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
     tx.commit().await?;
     if recorded
         .into_iter()

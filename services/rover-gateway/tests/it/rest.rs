@@ -241,7 +241,7 @@ impl Rest {
             let mut tx = rover_domain::begin_tenant(&self.db.pool, school)
                 .await
                 .expect("begin");
-            rover_domain::conversation::close_turn(
+            rover_turnstore::conversation::close_turn(
                 &mut tx,
                 rover_contracts::ids::TurnId::from_uuid(turn),
             )

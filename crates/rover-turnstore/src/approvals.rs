@@ -6,7 +6,7 @@
 use rover_contracts::ids::{ThreadId, TurnId, UserId};
 use serde_json::Value;
 
-use crate::{DomainError, TenantTx};
+use rover_domain::{DomainError, TenantTx};
 
 /// Whether a write tool needs approval in the caller's school: the tool's own row, else the
 /// school's `*` row, else yes.

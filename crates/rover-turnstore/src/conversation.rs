@@ -5,7 +5,7 @@
 use rover_contracts::ids::{ThreadId, TurnId, UserId};
 use serde_json::Value;
 
-use crate::{DomainError, TenantTx};
+use rover_domain::{DomainError, TenantTx};
 
 /// Makes sure `thread` exists in the caller's school and belongs to `user`: creates it on first use;
 /// another user's thread is `NotFound`, exactly like a thread that does not exist. The same id in

@@ -8,7 +8,7 @@
 use chrono::NaiveDate;
 use rover_contracts::ids::{TurnId, UserId};
 
-use crate::{DomainError, TenantTx};
+use rover_domain::{DomainError, TenantTx};
 
 /// The daily limits a reservation is checked against; `0` means no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
