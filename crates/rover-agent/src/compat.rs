@@ -29,20 +29,34 @@ pub(crate) struct ChunkNormalizer {
     last: Option<u64>,
 }
 
+/// Why a streamed chunk cannot be read as a chat completion chunk.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadChunk {
+    /// Not a JSON object at all.
+    #[error("a chunk that is not an object: {0}")]
+    NotAnObject(String),
+    /// The server sent an error object in the stream.
+    #[error("the server sent an error: {0}")]
+    ServerError(String),
+    /// An object, but not one the client's types can hold, even repaired.
+    #[error("an unreadable chunk: {0}")]
+    Unreadable(#[source] serde_json::Error),
+}
+
 impl ChunkNormalizer {
     /// Repairs and types one chunk; `Err` says why it cannot be one.
     pub(crate) fn normalize(
         &mut self,
         mut chunk: Value,
-    ) -> Result<CreateChatCompletionStreamResponse, String> {
+    ) -> Result<CreateChatCompletionStreamResponse, BadChunk> {
         let Some(object) = chunk.as_object_mut() else {
-            return Err(format!("a chunk that is not an object: {}", brief(&chunk)));
+            return Err(BadChunk::NotAnObject(brief(&chunk)));
         };
         if let Some(error) = object.get("error") {
             let message = error["message"]
                 .as_str()
                 .map_or_else(|| brief(error), str::to_owned);
-            return Err(format!("the server sent an error: {message}"));
+            return Err(BadChunk::ServerError(message));
         }
         for (key, default) in [
             ("id", json!("")),
@@ -68,7 +82,7 @@ impl ChunkNormalizer {
                 self.choice(choice, position);
             }
         }
-        serde_json::from_value(chunk).map_err(|e| format!("an unreadable chunk: {e}"))
+        serde_json::from_value(chunk).map_err(BadChunk::Unreadable)
     }
 
     fn choice(&mut self, choice: &mut Value, position: usize) {
@@ -311,7 +325,7 @@ mod tests {
         let error = n
             .normalize(json!({ "error": { "message": "context full", "code": 500 } }))
             .unwrap_err();
-        assert!(error.contains("context full"), "{error}");
+        assert!(error.to_string().contains("context full"), "{error}");
         assert!(n.normalize(json!("[not an object]")).is_err());
     }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::agent::Agent;
 use crate::deps::TurnDeps;
+use crate::sandbox::SandboxError;
 use crate::store::NewArtifact;
 
 /// The activity label of a tool; for an unknown name, copy derived from its verb.
@@ -54,17 +55,19 @@ pub(crate) async fn run(
         "ls" => parse::<LsArgs>(name, args).map(|a| ls(agent, a, deps, scope)),
         "read_file" => parse::<ReadFileArgs>(name, args).map(|a| read_file(agent, a, deps, scope)),
         "write_file" => parse::<WriteFileArgs>(name, args).map(|a| {
-            with_sandbox(deps, |s| {
-                s.write(&a.path, &a.content).map_err(|e| e.to_string())
-            })
-            .map_or_else(AgentToolResult::error, |w| data(w, scope))
+            with_sandbox(deps, |s| s.write(&a.path, &a.content)).map_or_else(
+                |e| AgentToolResult::error(e.to_string()),
+                |w| data(w, scope),
+            )
         }),
         "edit_file" => parse::<EditFileArgs>(name, args).map(|a| {
             with_sandbox(deps, |s| {
                 s.edit(&a.path, &a.old_string, &a.new_string, a.replace_all)
-                    .map_err(|e| e.to_string())
             })
-            .map_or_else(AgentToolResult::error, |w| data(w, scope))
+            .map_or_else(
+                |e| AgentToolResult::error(e.to_string()),
+                |w| data(w, scope),
+            )
         }),
         "save_artifact" => match parse::<SaveArtifactArgs>(name, args) {
             Ok(args) => Ok(save_artifact(args, deps, scope).await),
@@ -79,12 +82,9 @@ pub(crate) async fn run(
 
 fn with_sandbox<T>(
     deps: TurnDeps<'_>,
-    f: impl FnOnce(&crate::sandbox::Sandbox) -> Result<T, String>,
-) -> Result<T, String> {
-    match deps.sandbox {
-        Some(sandbox) => f(sandbox),
-        None => Err("This chat has no files.".to_owned()),
-    }
+    f: impl FnOnce(&crate::sandbox::Sandbox) -> Result<T, SandboxError>,
+) -> Result<T, SandboxError> {
+    deps.sandbox.map_or(Err(SandboxError::Unmounted), f)
 }
 
 fn current_date(deps: TurnDeps<'_>) -> CurrentDate {
@@ -156,8 +156,8 @@ fn ls(agent: &Agent, args: LsArgs, deps: TurnDeps<'_>, scope: String) -> AgentTo
             .collect();
         return data(entries, scope);
     }
-    with_sandbox(deps, |s| s.ls(&path).map_err(|e| e.to_string())).map_or_else(
-        AgentToolResult::error,
+    with_sandbox(deps, |s| s.ls(&path)).map_or_else(
+        |e| AgentToolResult::error(e.to_string()),
         |mut entries| {
             if path == "/" {
                 entries.push(FileEntry {
@@ -186,13 +186,10 @@ fn read_file(
             )),
         };
     }
-    with_sandbox(deps, |s| {
-        s.read(&args.path, args.offset, args.limit)
-            .map_err(|e| e.to_string())
-    })
-    .map_or_else(AgentToolResult::error, |text| {
-        AgentToolResult::data(Value::String(text), scope)
-    })
+    with_sandbox(deps, |s| s.read(&args.path, args.offset, args.limit)).map_or_else(
+        |e| AgentToolResult::error(e.to_string()),
+        |text| AgentToolResult::data(Value::String(text), scope),
+    )
 }
 
 async fn save_artifact(
@@ -200,11 +197,9 @@ async fn save_artifact(
     deps: TurnDeps<'_>,
     scope: String,
 ) -> AgentToolResult<Value> {
-    let content = match with_sandbox(deps, |s| {
-        s.read_bytes(&args.path).map_err(|e| e.to_string())
-    }) {
+    let content = match with_sandbox(deps, |s| s.read_bytes(&args.path)) {
         Ok(content) => content,
-        Err(error) => return AgentToolResult::error(error),
+        Err(error) => return AgentToolResult::error(error.to_string()),
     };
     let bytes = content.len() as u64;
     let artifact = NewArtifact {

@@ -263,7 +263,9 @@ impl ModelClient {
         let mut normalizer = ChunkNormalizer::default();
         match tokio::time::timeout(self.timeout, stream.next()).await {
             Ok(Some(Ok(first))) => {
-                let first = normalizer.normalize(first).map_err(ModelError::Malformed)?;
+                let first = normalizer
+                    .normalize(first)
+                    .map_err(|why| ModelError::Malformed(why.to_string()))?;
                 Ok(Box::pin(
                     futures::stream::once(async { Ok(first) }).chain(bounded(
                         stream,
@@ -294,7 +296,7 @@ fn bounded(
             match tokio::time::timeout(timeout, stream.next()).await {
                 Ok(Some(Ok(chunk))) => match normalizer.normalize(chunk) {
                     Ok(chunk) => Some((Ok(chunk), Some((stream, normalizer)))),
-                    Err(why) => Some((Err(ModelError::Malformed(why)), None)),
+                    Err(why) => Some((Err(ModelError::Malformed(why.to_string())), None)),
                 },
                 Ok(Some(Err(error))) => Some((Err(ModelError::Malformed(describe(&error))), None)),
                 Ok(None) => None,

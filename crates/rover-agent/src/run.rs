@@ -82,56 +82,22 @@ async fn settle(
     }
     // Stopped: nothing new starts; a write that already ran in this reply does not run again.
     // The call gets a result the model (and the Hub) reads.
-    if deps.stop.is_requested() || repeat {
-        let envelope = AgentToolResult::error(if repeat {
-            format!(
-                "Not run again: {} already ran with these arguments in this reply, and its \
-                 result is above. If the request is done, answer the staff member.",
-                call.name
-            )
-        } else {
-            crate::stop::NOT_RUN.to_owned()
-        });
-        record(
-            deps,
-            key,
-            step,
-            &call.id,
-            serde_json::to_value(&envelope).unwrap_or_default(),
-        )
-        .await?;
-        return Ok(Settled::Done {
-            envelope,
-            denied: false,
-            prior: false,
-        });
-    }
-    let gated = match &checked {
-        Ok((tool, args))
-            if tool.contract.effect == Effect::Write
-                && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
-        {
-            let query = approval::GateQuery {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                input: args.clone(),
-            };
-            deps.store.gate(query).await?
+    let (envelope, denied) = if deps.stop.is_requested() || repeat {
+        (not_run(call, repeat), false)
+    } else {
+        match gate(call, &checked, deps).await? {
+            Gate::Pending { approval_id } => {
+                return Ok(Settled::Pending {
+                    approval_id: Some(approval_id),
+                });
+            }
+            Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
+            Gate::Refused(error) => (AgentToolResult::error(error), false),
+            Gate::Run => match execute(agent, call, checked, deps).await {
+                Some(envelope) => (envelope, false),
+                None => return Ok(Settled::Pending { approval_id: None }),
+            },
         }
-        _ => Gate::Run,
-    };
-    let (envelope, denied) = match gated {
-        Gate::Pending { approval_id } => {
-            return Ok(Settled::Pending {
-                approval_id: Some(approval_id),
-            });
-        }
-        Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
-        Gate::Refused(error) => (AgentToolResult::error(error), false),
-        Gate::Run => match execute(agent, call, checked, deps).await {
-            Some(envelope) => (envelope, false),
-            None => return Ok(Settled::Pending { approval_id: None }),
-        },
     };
     let stored = if denied {
         approval::journal_denied(&envelope)
@@ -143,6 +109,38 @@ async fn settle(
         envelope,
         denied,
         prior: false,
+    })
+}
+
+/// What the store's approval gate says of a write to the tool server; anything else runs.
+async fn gate(call: &Call, checked: &Checked<'_>, deps: TurnDeps<'_>) -> Result<Gate, TurnError> {
+    match checked {
+        Ok((tool, args))
+            if tool.contract.effect == Effect::Write
+                && matches!(tool.contract.kind, ToolKind::Rpc { .. }) =>
+        {
+            let query = approval::GateQuery {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                input: args.clone(),
+            };
+            Ok(deps.store.gate(query).await?)
+        }
+        _ => Ok(Gate::Run),
+    }
+}
+
+/// The result of a call that does not run: the turn was stopped, or it `repeat`s a write this
+/// reply already made.
+fn not_run(call: &Call, repeat: bool) -> AgentToolResult<Value> {
+    AgentToolResult::error(if repeat {
+        format!(
+            "Not run again: {} already ran with these arguments in this reply, and its result is \
+             above. If the request is done, answer the staff member.",
+            call.name
+        )
+    } else {
+        crate::stop::NOT_RUN.to_owned()
     })
 }
 

@@ -44,6 +44,9 @@ const MAX_NAME_LEN: usize = 255;
 /// paths only.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The chat has no file area (the worker mounts none).
+    #[error("This chat has no files.")]
+    Unmounted,
     /// Nothing exists at this virtual path.
     #[error("There is no file or directory at {0}.")]
     NotFound(String),

@@ -108,57 +108,13 @@ pub(crate) async fn stream_step(
             read_step(&mut stream.chunks, step, emit, &mut usage, &mut partial).await
         } => read.map(|()| false),
     };
-    let text_id = format!("{step}-text");
-    let streamed = streamed.and_then(|cut| {
-        if cut {
-            // Text kept back as a possible call is never shown, and never runs.
-            partial.holdback.take();
-        } else {
-            partial.release(step, emit);
-        }
-        if !partial.text.is_empty() {
-            emit(TurnEventKind::TextEnd { id: text_id });
-        }
-        if cut {
-            tracing::info!(
-                chars = partial.text.len(),
-                "the model call was cut by a stop"
-            );
-            return Ok(Answer {
-                text: std::mem::take(&mut partial.text),
-                cut: true,
-                ..Answer::default()
-            });
-        }
-        partial.finish()
-    });
+    let streamed = streamed.and_then(|cut| partial.end(step, cut, emit));
     if let Some(metrics) = deps.runtime.metrics.as_ref() {
         metrics
             .model
             .observe(&model, streamed.is_ok(), started.elapsed(), usage);
     }
-    // What the model reported; a server that reports nothing (or a call cut short) is charged
-    // the estimate.
-    let used = match (usage, &streamed) {
-        (Some((input, output)), _) => TokenUsage {
-            input_tokens: input.into(),
-            output_tokens: output.into(),
-        },
-        (None, Ok(answer)) => TokenUsage {
-            input_tokens: prompt,
-            output_tokens: (answer.text.len()
-                + answer
-                    .calls
-                    .iter()
-                    .map(|c| c.arguments.len())
-                    .sum::<usize>())
-            .div_ceil(4) as u64,
-        },
-        (None, Err(_)) => TokenUsage {
-            input_tokens: prompt,
-            output_tokens: 0,
-        },
-    };
+    let used = charged(prompt, usage, &streamed);
     deps.budget
         .after_model_call(deps.store, reservation, used)
         .await;
@@ -168,6 +124,33 @@ pub(crate) async fn stream_step(
         tracing::Span::current().record("gen_ai.output.text", answer.text.as_str());
     }
     Ok(streamed?)
+}
+
+/// What a model call is charged: what the model reported; a server that reports nothing (or a
+/// call cut short) is charged the estimate.
+fn charged(
+    prompt: u64,
+    reported: Option<(u32, u32)>,
+    streamed: &Result<Answer, ModelError>,
+) -> TokenUsage {
+    match (reported, streamed) {
+        (Some((input, output)), _) => TokenUsage {
+            input_tokens: input.into(),
+            output_tokens: output.into(),
+        },
+        (None, Ok(answer)) => {
+            let arguments: usize = answer.calls.iter().map(|c| c.arguments.len()).sum();
+            TokenUsage {
+                input_tokens: prompt,
+                output_tokens: u64::try_from((answer.text.len() + arguments).div_ceil(4))
+                    .unwrap_or(u64::MAX),
+            }
+        }
+        (None, Err(_)) => TokenUsage {
+            input_tokens: prompt,
+            output_tokens: 0,
+        },
+    }
 }
 
 /// A model call's answer as far as it has streamed: the text shown, the text kept back as a
@@ -181,6 +164,35 @@ struct Partial {
 }
 
 impl Partial {
+    /// Ends the call's text: released (or, `cut` by a stop, what was kept back as a possible call
+    /// dropped, never shown and never run), and the answer it makes.
+    fn end(
+        &mut self,
+        step: &str,
+        cut: bool,
+        emit: &impl Fn(TurnEventKind),
+    ) -> Result<Answer, ModelError> {
+        if cut {
+            self.holdback.take();
+        } else {
+            self.release(step, emit);
+        }
+        if !self.text.is_empty() {
+            emit(TurnEventKind::TextEnd {
+                id: format!("{step}-text"),
+            });
+        }
+        if !cut {
+            return self.finish();
+        }
+        tracing::info!(chars = self.text.len(), "the model call was cut by a stop");
+        Ok(Answer {
+            text: std::mem::take(&mut self.text),
+            cut: true,
+            ..Answer::default()
+        })
+    }
+
     /// Once the stream has ended: the text kept back is the step's calls when it is wholly
     /// calls and the model made none natively; otherwise it is text after all, and shown.
     fn release(&mut self, step: &str, emit: &impl Fn(TurnEventKind)) {

@@ -61,26 +61,52 @@ async fn post_chat(
     let requested = Instant::now();
     input::require_json(&headers)?;
     let body = input::body_bytes(body)?;
-    let ChatTurn {
-        thread,
-        mut input,
-        attachments,
-        campus,
-        approvals,
-    } = parse_chat_request(
+    let chat = parse_chat_request(
         &body,
         &InputLimits::from(&state.settings),
         principal.user_id,
     )?;
-    let campus = campus_choice(campus, &headers)?;
+    let campus = campus_choice(chat.campus, &headers)?;
     let turn = TurnId::new();
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
-        .record("thread_id", tracing::field::display(thread));
+        .record("thread_id", tracing::field::display(chat.thread));
+    let (request, school, interrupted) =
+        open_chat_turn(&state, &principal, turn, campus, chat).await?;
+    tell_workers_to_stop(&state, &interrupted).await;
+    let trace = current_trace_id();
+    // Follow before publishing, so no event can slip past.
+    let (following, events) = state.events.follow(turn);
+    publish_turn(&state, &request, school).await?;
+    tracing::info!(%turn, thread = %request.thread_id, "turn published");
+    state.metrics.turns_published.inc();
+    Ok(stream_response(
+        &state,
+        turn,
+        trace,
+        Vec::new(),
+        Some(following),
+        events,
+        Some(requested),
+        None,
+    ))
+}
 
-    // The runtime context, minted from live rows; the thread must be the caller's.
-    let mut tx = caller::tenant(&state, &principal).await?;
-    let caller = caller::resolve(&mut tx, &principal, campus, attachments).await?;
+/// Opens `turn` on the chat, in one transaction: the runtime context minted from live rows (the
+/// thread must be the caller's), the double-texting policy and the open-turn limits applied,
+/// answers to approval requests bound to this turn, and the turn identity signed. Returns the
+/// request to publish, its school, and the turns this message interrupts (to stop once
+/// committed).
+async fn open_chat_turn(
+    state: &AppState,
+    principal: &Principal,
+    turn: TurnId,
+    campus: Option<rover_contracts::ids::CampusId>,
+    chat: ChatTurn,
+) -> Result<(TurnRequest, SchoolId, Vec<TurnId>), ApiError> {
+    let thread = chat.thread;
+    let mut tx = caller::tenant(state, principal).await?;
+    let caller = caller::resolve(&mut tx, principal, campus, chat.attachments).await?;
     rover_turnstore::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
@@ -93,40 +119,27 @@ async fn post_chat(
         ),
     };
     // Counted until the worker ends the turn — a client that goes away frees nothing.
+    let limits = turn_limits(&state.settings);
     rover_turnstore::conversation::open_turn(
         &mut tx,
         thread,
         turn,
         principal.user_id,
-        turn_limits(&state.settings),
+        limits,
         when_busy,
     )
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
     rover_turnstore::conversation::start_turn(&mut tx, thread, turn).await?;
-    // Answers to approval requests are bound here, once, to this turn; anything else the staff
-    // member sends moves the chat on, and what still waits for approval can no longer be given.
-    let mut message_id = format!("msg-{turn}");
-    if approvals.is_empty() {
-        rover_turnstore::approvals::expire_pending(&mut tx, thread).await?;
-    } else {
-        let chain = rover_turnstore::approvals::answer(
-            &mut tx,
-            thread,
-            principal.user_id,
-            turn,
-            &approvals,
-        )
-        .await?
-        .ok_or_else(approvals::invalid_answer)?;
-        // The continuation adds to the paused chain's assistant message.
-        if let Some(root) = chain.first() {
-            message_id = format!("msg-{root}");
-        }
-        input = rover_contracts::wire::TurnInput::Continue { chain };
-    }
-
-    let school = caller.school;
+    let (input, message_id) = approvals::bind(
+        &mut tx,
+        principal,
+        thread,
+        turn,
+        chat.input,
+        &chat.approvals,
+    )
+    .await?;
     let grant = TurnGrant {
         turn_id: turn,
         thread_id: thread,
@@ -141,8 +154,6 @@ async fn post_chat(
         .mint(grant, Utc::now(), ttl)
         .map_err(ApiError::internal)?;
     tx.commit().await?;
-    tell_workers_to_stop(&state, &interrupted).await;
-    let trace = current_trace_id();
     let request = TurnRequest {
         turn_id: turn,
         thread_id: thread,
@@ -151,10 +162,18 @@ async fn post_chat(
         identity,
         input,
     };
+    Ok((request, caller.school, interrupted))
+}
 
-    // Follow before publishing, so no event can slip past.
-    let (following, events) = state.events.follow(turn);
-    let message = OutgoingMessage::new(wire::encode(&request)).with_message_id(turn.to_string());
+/// Publishes the turn for a worker. Unroutable, or nacked because the turns queue is full
+/// (`x-overflow: reject-publish`): the turn never started, so it must not count against anyone.
+async fn publish_turn(
+    state: &AppState,
+    request: &TurnRequest,
+    school: SchoolId,
+) -> Result<(), ApiError> {
+    let turn = request.turn_id;
+    let message = OutgoingMessage::new(wire::encode(request)).with_message_id(turn.to_string());
     let published = state
         .publisher
         .publish(
@@ -163,29 +182,16 @@ async fn post_chat(
             message,
         )
         .await;
-    if let Err(error) = published {
-        // Unroutable, or nacked because the turns queue is full (`x-overflow: reject-publish`):
-        // the turn never started, so it must not count against anyone.
-        tracing::error!(%error, "could not publish the turn");
-        close_unpublished(&state, school, turn).await;
-        return Err(ApiError::new(
-            ErrorCode::Unavailable,
-            "The assistant is unavailable right now. Please try again.",
-        )
-        .retry_after(state.settings.chat.busy_retry_after_secs));
-    }
-    tracing::info!(%turn, %thread, "turn published");
-    state.metrics.turns_published.inc();
-    Ok(stream_response(
-        &state,
-        turn,
-        trace,
-        Vec::new(),
-        Some(following),
-        events,
-        Some(requested),
-        None,
-    ))
+    let Err(error) = published else {
+        return Ok(());
+    };
+    tracing::error!(%error, "could not publish the turn");
+    close_unpublished(state, school, turn).await;
+    Err(ApiError::new(
+        ErrorCode::Unavailable,
+        "The assistant is unavailable right now. Please try again.",
+    )
+    .retry_after(state.settings.chat.busy_retry_after_secs))
 }
 
 /// The open-turn limits from settings; an open turn counts at most as long as its identity lives.

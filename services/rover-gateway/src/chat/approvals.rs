@@ -55,3 +55,29 @@ pub(crate) fn invalid_answer() -> ApiError {
          is for another call or input, or is not yours). Nothing was run.",
     )
 }
+
+/// Binds the message's answers to approval requests to `turn`, once: the turn then continues
+/// the paused chain (its input becomes `Continue`, its message id the chain's). Anything else
+/// the staff member sends moves the chat on, and what still waited for approval expires.
+pub(crate) async fn bind(
+    tx: &mut rover_domain::TenantTx,
+    principal: &crate::auth::Principal,
+    thread: rover_contracts::ids::ThreadId,
+    turn: rover_contracts::ids::TurnId,
+    input: rover_contracts::wire::TurnInput,
+    answers: &[ApprovalAnswer],
+) -> Result<(rover_contracts::wire::TurnInput, String), ApiError> {
+    if answers.is_empty() {
+        rover_turnstore::approvals::expire_pending(tx, thread).await?;
+        return Ok((input, format!("msg-{turn}")));
+    }
+    let chain = rover_turnstore::approvals::answer(tx, thread, principal.user_id, turn, answers)
+        .await?
+        .ok_or_else(invalid_answer)?;
+    // The continuation adds to the paused chain's assistant message.
+    let message_id = format!("msg-{}", chain.first().copied().unwrap_or(turn));
+    Ok((
+        rover_contracts::wire::TurnInput::Continue { chain },
+        message_id,
+    ))
+}

@@ -19,7 +19,6 @@ pub(super) struct ChunkMapper {
 impl ChunkMapper {
     pub(super) fn chunks(&mut self, event: TurnEvent) -> Vec<Value> {
         let agent = event.subagent.map_or("rover", |s| s.name());
-        let from_subagent = event.subagent.is_some();
         match event.event {
             TurnEventKind::Start {
                 message_id,
@@ -37,30 +36,63 @@ impl ChunkMapper {
             // waiting for approval apart from the `task` call that waits on it.
             TurnEventKind::StartStep => vec![json!({ "type": "start-step" })],
             TurnEventKind::FinishStep => vec![json!({ "type": "finish-step" })],
-            TurnEventKind::TextStart { id } if from_subagent => {
+            text @ (TurnEventKind::TextStart { .. }
+            | TurnEventKind::TextDelta { .. }
+            | TurnEventKind::TextEnd { .. }) => match event.subagent {
+                Some(_) => self.subagent_text(text, agent),
+                None => text_chunks(text),
+            },
+            TurnEventKind::Error { message, .. } => {
+                vec![json!({ "type": "error", "errorText": message })]
+            }
+            TurnEventKind::Finish { reason, usage } => finish_chunks(reason, usage),
+            tool => tool_chunks(tool, agent),
+        }
+    }
+
+    /// A subagent's text arrives as one `data-subagent` part once complete.
+    fn subagent_text(&mut self, event: TurnEventKind, agent: &str) -> Vec<Value> {
+        match event {
+            TurnEventKind::TextStart { id } => {
                 self.subagent_text.insert(id, String::new());
                 Vec::new()
             }
-            TurnEventKind::TextDelta { id, delta } if from_subagent => {
+            TurnEventKind::TextDelta { id, delta } => {
                 self.subagent_text.entry(id).or_default().push_str(&delta);
                 Vec::new()
             }
-            TurnEventKind::TextEnd { id } if from_subagent => {
+            TurnEventKind::TextEnd { id } => {
                 let text = self.subagent_text.remove(&id).unwrap_or_default();
                 vec![
                     json!({ "type": "data-subagent", "id": id, "data": { "agent": agent, "text": text } }),
                 ]
             }
-            TurnEventKind::TextStart { id } => vec![json!({ "type": "text-start", "id": id })],
-            TurnEventKind::TextDelta { id, delta } => {
-                vec![json!({ "type": "text-delta", "id": id, "delta": delta })]
-            }
-            TurnEventKind::TextEnd { id } => vec![json!({ "type": "text-end", "id": id })],
-            TurnEventKind::ToolInputStart {
-                tool_call_id,
-                tool_name,
-                label,
-            } => vec![
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Rover's own text, as it streams.
+fn text_chunks(event: TurnEventKind) -> Vec<Value> {
+    match event {
+        TurnEventKind::TextStart { id } => vec![json!({ "type": "text-start", "id": id })],
+        TurnEventKind::TextDelta { id, delta } => {
+            vec![json!({ "type": "text-delta", "id": id, "delta": delta })]
+        }
+        TurnEventKind::TextEnd { id } => vec![json!({ "type": "text-end", "id": id })],
+        _ => Vec::new(),
+    }
+}
+
+/// A tool call's chunks; a subagent's calls carry the agent in their label part.
+fn tool_chunks(event: TurnEventKind, agent: &str) -> Vec<Value> {
+    let chunk = match event {
+        TurnEventKind::ToolInputStart {
+            tool_call_id,
+            tool_name,
+            label,
+        } => {
+            return vec![
                 json!({ "type": "tool-input-start", "toolCallId": tool_call_id, "toolName": tool_name }),
                 json!({
                     "type": "data-tool-label",
@@ -68,72 +100,68 @@ impl ChunkMapper {
                     "data": { "toolCallId": tool_call_id, "toolName": tool_name, "label": label, "agent": agent },
                     "transient": true,
                 }),
-            ],
-            TurnEventKind::ToolInputAvailable {
-                tool_call_id,
-                tool_name,
-                input,
-            } => {
-                vec![
-                    json!({ "type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input }),
-                ]
-            }
-            TurnEventKind::ToolOutputAvailable {
-                tool_call_id,
-                output,
-            } => {
-                vec![
-                    json!({ "type": "tool-output-available", "toolCallId": tool_call_id, "output": output }),
-                ]
-            }
-            TurnEventKind::ToolApprovalRequest {
-                approval_id,
-                tool_call_id,
-            } => vec![
-                json!({ "type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id }),
-            ],
-            TurnEventKind::ToolOutputDenied { tool_call_id } => {
-                vec![json!({ "type": "tool-output-denied", "toolCallId": tool_call_id })]
-            }
-            TurnEventKind::ToolOutputError {
-                tool_call_id,
-                error_text,
-            } => {
-                vec![
-                    json!({ "type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text }),
-                ]
-            }
-            TurnEventKind::Error { message, .. } => {
-                vec![json!({ "type": "error", "errorText": message })]
-            }
-            // Stopped: the stream ends with `abort` (then `[DONE]`), not `finish`; what the turn
-            // spent still reaches the message's metadata.
-            TurnEventKind::Finish {
-                reason: FinishReason::Abort,
-                usage,
-            } => {
-                let mut chunks = Vec::new();
-                if let Some(usage) = usage {
-                    chunks.push(json!({ "type": "message-metadata", "messageMetadata": usage_metadata(&usage) }));
-                }
-                chunks.push(json!({ "type": "abort", "reason": "stopped" }));
-                chunks
-            }
-            TurnEventKind::Finish { reason, usage } => {
-                let reason = match reason {
-                    FinishReason::Stop => "stop",
-                    FinishReason::Length => "length",
-                    FinishReason::ToolCalls => "tool-calls",
-                    FinishReason::Error | FinishReason::Abort => "error",
-                };
-                let mut finish = json!({ "type": "finish", "finishReason": reason });
-                if let Some(usage) = usage {
-                    finish["messageMetadata"] = usage_metadata(&usage);
-                }
-                vec![finish]
-            }
+            ];
         }
+        TurnEventKind::ToolInputAvailable {
+            tool_call_id,
+            tool_name,
+            input,
+        } => {
+            json!({ "type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input })
+        }
+        TurnEventKind::ToolOutputAvailable {
+            tool_call_id,
+            output,
+        } => {
+            json!({ "type": "tool-output-available", "toolCallId": tool_call_id, "output": output })
+        }
+        TurnEventKind::ToolApprovalRequest {
+            approval_id,
+            tool_call_id,
+        } => {
+            json!({ "type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id })
+        }
+        TurnEventKind::ToolOutputDenied { tool_call_id } => {
+            json!({ "type": "tool-output-denied", "toolCallId": tool_call_id })
+        }
+        TurnEventKind::ToolOutputError {
+            tool_call_id,
+            error_text,
+        } => {
+            json!({ "type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text })
+        }
+        _ => return Vec::new(),
+    };
+    vec![chunk]
+}
+
+/// How the stream ends. Stopped: with `abort` (then `[DONE]`), not `finish`; what the turn spent
+/// still reaches the message's metadata.
+fn finish_chunks(
+    reason: FinishReason,
+    usage: Option<rover_contracts::wire::TokenUsage>,
+) -> Vec<Value> {
+    if reason == FinishReason::Abort {
+        let mut chunks = Vec::new();
+        if let Some(usage) = usage {
+            chunks.push(
+                json!({ "type": "message-metadata", "messageMetadata": usage_metadata(&usage) }),
+            );
+        }
+        chunks.push(json!({ "type": "abort", "reason": "stopped" }));
+        return chunks;
     }
+    let reason = match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool-calls",
+        FinishReason::Error | FinishReason::Abort => "error",
+    };
+    let mut finish = json!({ "type": "finish", "finishReason": reason });
+    if let Some(usage) = usage {
+        finish["messageMetadata"] = usage_metadata(&usage);
+    }
+    vec![finish]
 }
 
 /// A turn's token usage as message metadata.

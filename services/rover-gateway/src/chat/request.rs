@@ -145,85 +145,91 @@ pub(super) fn turn_input(
         )));
     }
     match last.role.as_str() {
-        "user" => {
-            let text: Vec<&str> = last
-                .parts
-                .iter()
-                .filter(|p| p["type"] == "text")
-                .filter_map(|p| p["text"].as_str())
-                .collect();
-            let attachments: Vec<Attachment> = last
-                .parts
-                .iter()
-                .filter(|p| p["type"] == "file")
-                .filter_map(|p| {
-                    Some(Attachment {
-                        filename: p["filename"].as_str().map(str::to_owned),
-                        media_type: p["mediaType"].as_str()?.to_owned(),
-                        url: p["url"].as_str()?.to_owned(),
-                    })
-                })
-                .collect();
-            if attachments.len() > limits.max_attachments {
-                return Err(too_large(format!(
-                    "The message has too many attachments (at most {}).",
-                    limits.max_attachments
-                )));
-            }
-            attachments
-                .iter()
-                .try_for_each(|attachment| check_attachment(attachment, limits))?;
-            let text = text.join("\n");
-            if text.len() > limits.max_message_bytes {
-                return Err(too_large(format!(
-                    "The message is too long (at most {} bytes).",
-                    limits.max_message_bytes
-                )));
-            }
-            if text.trim().is_empty() && attachments.is_empty() {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidRequest,
-                    "The last message is empty.",
-                ));
-            }
-            Ok((TurnInput::Message { text }, attachments))
-        }
+        "user" => user_message(last, limits),
         // The one exception to "history is the server's": the answer to `ask_user`, which the
         // worker accepts only for the call the thread is waiting on.
-        "assistant" => last
-            .parts
-            .iter()
-            .rev()
-            .find(|p| p["type"] == "tool-ask_user" && p["state"] == "output-available")
-            .and_then(|p| {
-                Some(TurnInput::AskUserAnswer {
-                    tool_call_id: p["toolCallId"].as_str()?.to_owned(),
-                    output: p["output"].clone(),
-                })
-            })
-            .map(|input| (input, Vec::new()))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidRequest,
-                    "The last message answers no question.",
-                )
-            })
-            .and_then(|(input, attachments)| match &input {
-                TurnInput::AskUserAnswer { output, .. }
-                    if output.to_string().len() > limits.max_message_bytes =>
-                {
-                    Err(too_large(format!(
-                        "The answer is too long (at most {} bytes).",
-                        limits.max_message_bytes
-                    )))
-                }
-                _ => Ok((input, attachments)),
-            }),
+        "assistant" => Ok((question_answer(last, limits)?, Vec::new())),
         _ => Err(ApiError::new(
             ErrorCode::InvalidRequest,
             "The last message must be the user's.",
         )),
     }
+}
+
+/// A staff member's message: its text and attachments, within the limits, not empty.
+fn user_message(
+    last: &UiMessage,
+    limits: &InputLimits,
+) -> Result<(TurnInput, Vec<Attachment>), ApiError> {
+    let text: Vec<&str> = last
+        .parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    let attachments: Vec<Attachment> = last
+        .parts
+        .iter()
+        .filter(|p| p["type"] == "file")
+        .filter_map(|p| {
+            Some(Attachment {
+                filename: p["filename"].as_str().map(str::to_owned),
+                media_type: p["mediaType"].as_str()?.to_owned(),
+                url: p["url"].as_str()?.to_owned(),
+            })
+        })
+        .collect();
+    if attachments.len() > limits.max_attachments {
+        return Err(too_large(format!(
+            "The message has too many attachments (at most {}).",
+            limits.max_attachments
+        )));
+    }
+    attachments
+        .iter()
+        .try_for_each(|attachment| check_attachment(attachment, limits))?;
+    let text = text.join("\n");
+    if text.len() > limits.max_message_bytes {
+        return Err(too_large(format!(
+            "The message is too long (at most {} bytes).",
+            limits.max_message_bytes
+        )));
+    }
+    if text.trim().is_empty() && attachments.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The last message is empty.",
+        ));
+    }
+    Ok((TurnInput::Message { text }, attachments))
+}
+
+/// The answer to `ask_user` in an assistant message, within the limits.
+fn question_answer(last: &UiMessage, limits: &InputLimits) -> Result<TurnInput, ApiError> {
+    let answered = last
+        .parts
+        .iter()
+        .rev()
+        .find(|p| p["type"] == "tool-ask_user" && p["state"] == "output-available");
+    let (Some(part), Some(tool_call_id)) =
+        (answered, answered.and_then(|p| p["toolCallId"].as_str()))
+    else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The last message answers no question.",
+        ));
+    };
+    let output = part["output"].clone();
+    if output.to_string().len() > limits.max_message_bytes {
+        return Err(too_large(format!(
+            "The answer is too long (at most {} bytes).",
+            limits.max_message_bytes
+        )));
+    }
+    Ok(TurnInput::AskUserAnswer {
+        tool_call_id: tool_call_id.to_owned(),
+        output,
+    })
 }
 
 /// An attachment is a link the Hub uploaded the file to: an `https` (or `http`) URL of bounded
