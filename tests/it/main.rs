@@ -5,6 +5,7 @@ mod attacks;
 mod brokers;
 mod checker;
 mod cli;
+mod codemap;
 mod console;
 mod deploy;
 mod e2e;
