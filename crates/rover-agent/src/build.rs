@@ -2,7 +2,7 @@
 //! subagents the caller gets, and the system prompt assembled from those very arrays.
 
 use rover_contracts::context::{RuntimeContext, Subagent};
-use rover_contracts::tools::{Owner, REGISTRY, ToolKind};
+use rover_contracts::tools::{Offer, Owner, REGISTRY, ToolKind};
 
 use crate::agent::{Agent, AgentTool, Mounts, SkillRef, definition, task_definition};
 use crate::prompt;
@@ -57,7 +57,8 @@ pub(crate) fn build_subagent(
 /// The local tools every subagent gets besides its own RPC tools.
 pub(crate) const SUBAGENT_LOCAL: [&str; 2] = ["get_current_date", "read_file"];
 
-/// The tools `owner` is offered: its RPC tools whose permission the snapshot holds, and its
+/// The tools `owner` is offered, in catalogue order: its RPC tools by the one offer rule
+/// ([`Offer::includes`]: its agent exists and the snapshot holds the tool's permission), and its
 /// local tools (`task`, offering exactly `delegates`, only when there are some; file tools only
 /// with a sandbox).
 pub(crate) fn select_tools(
@@ -70,12 +71,7 @@ pub(crate) fn select_tools(
         .iter()
         .copied()
         .filter(|contract| match contract.kind {
-            ToolKind::Rpc { .. } => {
-                contract.owner == owner
-                    && contract
-                        .required_permission()
-                        .is_none_or(|p| context.user_permissions.allows(p))
-            }
+            ToolKind::Rpc { .. } => Offer::of(owner).includes(context, contract),
             ToolKind::Local { needs_sandbox } => {
                 let mine = match owner {
                     Owner::Rover => contract.name != "task" || !delegates.is_empty(),

@@ -29,8 +29,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-pub use rules::{DEFAULT_RULES, Rules, RulesError};
+pub use rules::{DEFAULT_RULES, RuleProblem, Rules, RulesError};
 pub use server::ScriptedModel;
+pub use template::SyntaxError;
 
 /// The model name `GET /v1/models` lists unless configured otherwise.
 pub const DEFAULT_MODEL: &str = "rover-scripted-model";

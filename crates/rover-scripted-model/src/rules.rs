@@ -29,8 +29,142 @@ pub enum RulesError {
     Rule {
         /// The rule's name, or `#N` (1-based) when it has none.
         rule: String,
-        /// What is wrong, in a sentence.
-        problem: String,
+        /// What is wrong.
+        problem: RuleProblem,
+    },
+}
+
+/// What is wrong with one rule. Each message starts with the place in the rule (`when`,
+/// `step 2: call `x`: args.name`, …) where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleProblem {
+    /// The rule's table does not have the rule's shape (an unknown or mistyped field).
+    #[error("{}", .0.message())]
+    Shape(toml::de::Error),
+    /// A template or path does not parse.
+    #[error("{place}: {source}")]
+    Syntax {
+        /// Where it is.
+        place: String,
+        /// Why it does not parse.
+        source: SyntaxError,
+    },
+    /// A path uses `item` outside an `each` item.
+    #[error("{place}: `{path}` uses `item`, which exists only inside an `each` item")]
+    ItemOutsideEach {
+        /// Where it is.
+        place: String,
+        /// The path as written.
+        path: String,
+    },
+    /// A path uses `error` outside `on_error`.
+    #[error("{place}: `{path}` uses `error`, which exists only in `on_error`")]
+    ErrorOutsideOnError {
+        /// Where it is.
+        place: String,
+        /// The path as written.
+        path: String,
+    },
+    /// A path names a capture group `when` does not have.
+    #[error(
+        "{place}: `{path}` refers to capture {index}, but `when` has only {groups} capture group(s)"
+    )]
+    NoSuchCapture {
+        /// Where it is.
+        place: String,
+        /// The path as written.
+        path: String,
+        /// The capture it names.
+        index: usize,
+        /// How many capture groups `when` has (`match.0` not counted).
+        groups: usize,
+    },
+    /// A regular expression does not compile.
+    #[error("{place}: bad regex `{pattern}`: {source}")]
+    Regex {
+        /// Where it is.
+        place: String,
+        /// The pattern as written.
+        pattern: String,
+        /// Why it does not compile.
+        source: regex::Error,
+    },
+    /// An `each` table has a key it does not know.
+    #[error("{place}: unknown key `{key}` (expected each, split, pattern, item)")]
+    UnknownEachKey {
+        /// Where it is.
+        place: String,
+        /// The key.
+        key: String,
+    },
+    /// An `each` key that must be text is not.
+    #[error("{place}: `{key}` must be text")]
+    NotText {
+        /// Where it is.
+        place: String,
+        /// The key.
+        key: String,
+    },
+    /// An `each` table has no `item`.
+    #[error("{place}: `item` is missing")]
+    MissingItem {
+        /// Where it is.
+        place: String,
+    },
+    /// The rule has no steps.
+    #[error("has no `steps`")]
+    NoSteps,
+    /// A step's `fail` is not one of the known failures.
+    #[error("{place}: unknown `fail = \"{fail}\"` (expected \"mid-stream\" or \"http-500\")")]
+    UnknownFail {
+        /// Where it is.
+        place: String,
+        /// The value as written.
+        fail: String,
+    },
+    /// A `call` step also has `fail`.
+    #[error("{place}: `fail` goes on a `say` step (or alone), not on a `call` step")]
+    FailOnCall {
+        /// Where it is.
+        place: String,
+    },
+    /// A step both calls and says.
+    #[error("{place}: a step either calls tools or says something, not both")]
+    CallAndSay {
+        /// Where it is.
+        place: String,
+    },
+    /// A step's `call` lists no calls.
+    #[error("{place}: `call` is empty")]
+    EmptyCall {
+        /// Where it is.
+        place: String,
+    },
+    /// A step has none of `call`, `say`, `fail`.
+    #[error("{place}: needs `call`, `say` or `fail`")]
+    EmptyStep {
+        /// Where it is.
+        place: String,
+    },
+    /// A call names no tool.
+    #[error("{place}: `tool` is empty")]
+    NoTool {
+        /// Where it is.
+        place: String,
+    },
+    /// A call's `args` is text that is not JSON.
+    #[error("{place}: `args` is text but not a JSON object: {source}")]
+    ArgsNotJson {
+        /// Where it is.
+        place: String,
+        /// Why it does not parse.
+        source: serde_json::Error,
+    },
+    /// A call's `args` is not a table.
+    #[error("{place}: `args` must be a table (tool arguments are a JSON object)")]
+    ArgsNotObject {
+        /// Where it is.
+        place: String,
     },
 }
 
@@ -209,21 +343,27 @@ struct Checker {
 }
 
 impl Checker {
-    fn template(&self, text: &str, place: &str, allowed: Allowed) -> Result<Template, String> {
-        let template = Template::parse(text).map_err(|e| format!("{place}: {e}"))?;
+    fn template(&self, text: &str, place: &str, allowed: Allowed) -> Result<Template, RuleProblem> {
+        let template = Template::parse(text).map_err(|source| RuleProblem::Syntax {
+            place: place.to_owned(),
+            source,
+        })?;
         for path in template.paths() {
             self.path_root(path, place, allowed)?;
         }
         Ok(template)
     }
 
-    fn path(&self, text: &str, place: &str, allowed: Allowed) -> Result<Path, String> {
+    fn path(&self, text: &str, place: &str, allowed: Allowed) -> Result<Path, RuleProblem> {
         let text = text
             .trim()
             .strip_prefix("{{")
             .and_then(|t| t.strip_suffix("}}"))
             .unwrap_or(text);
-        let path = Path::parse(text).map_err(|e: SyntaxError| format!("{place}: {e}"))?;
+        let path = Path::parse(text).map_err(|source| RuleProblem::Syntax {
+            place: place.to_owned(),
+            source,
+        })?;
         let mut all = Vec::new();
         path.walk(&mut all);
         for p in all {
@@ -232,29 +372,30 @@ impl Checker {
         Ok(path)
     }
 
-    fn path_root(&self, path: &Path, place: &str, allowed: Allowed) -> Result<(), String> {
+    fn path_root(&self, path: &Path, place: &str, allowed: Allowed) -> Result<(), RuleProblem> {
         match path.root() {
-            Root::Item if !allowed.item => Err(format!(
-                "{place}: `{}` uses `item`, which exists only inside an `each` item",
-                path.source()
-            )),
-            Root::Error if !allowed.error => Err(format!(
-                "{place}: `{}` uses `error`, which exists only in `on_error`",
-                path.source()
-            )),
+            Root::Item if !allowed.item => Err(RuleProblem::ItemOutsideEach {
+                place: place.to_owned(),
+                path: path.source().to_owned(),
+            }),
+            Root::Error if !allowed.error => Err(RuleProblem::ErrorOutsideOnError {
+                place: place.to_owned(),
+                path: path.source().to_owned(),
+            }),
             Root::Match => match path.first_index() {
-                Some(n) if n >= self.groups => Err(format!(
-                    "{place}: `{}` refers to capture {n}, but `when` has only {} capture group(s)",
-                    path.source(),
-                    self.groups - 1
-                )),
+                Some(n) if n >= self.groups => Err(RuleProblem::NoSuchCapture {
+                    place: place.to_owned(),
+                    path: path.source().to_owned(),
+                    index: n,
+                    groups: self.groups - 1,
+                }),
                 _ => Ok(()),
             },
             _ => Ok(()),
         }
     }
 
-    fn args(&self, value: &Value, place: &str, allowed: Allowed) -> Result<Args, String> {
+    fn args(&self, value: &Value, place: &str, allowed: Allowed) -> Result<Args, RuleProblem> {
         Ok(match value {
             Value::String(text) => Args::Text(self.template(text, place, allowed)?),
             Value::Array(items) => Args::Array(
@@ -270,7 +411,7 @@ impl Checker {
             Value::Object(map) => Args::Object(
                 map.iter()
                     .map(|(k, v)| Ok((k.clone(), self.args(v, &format!("{place}.{k}"), allowed)?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_, RuleProblem>>()?,
             ),
             other => Args::Literal(other.clone()),
         })
@@ -281,21 +422,25 @@ impl Checker {
         map: &Map<String, Value>,
         place: &str,
         allowed: Allowed,
-    ) -> Result<Each, String> {
+    ) -> Result<Each, RuleProblem> {
         let place = format!("{place} (each)");
         if let Some(key) = map
             .keys()
             .find(|k| !matches!(k.as_str(), "each" | "split" | "pattern" | "item"))
         {
-            return Err(format!(
-                "{place}: unknown key `{key}` (expected each, split, pattern, item)"
-            ));
+            return Err(RuleProblem::UnknownEachKey {
+                place,
+                key: key.clone(),
+            });
         }
-        let text = |key: &str| -> Result<Option<&str>, String> {
+        let text = |key: &str| -> Result<Option<&str>, RuleProblem> {
             match map.get(key) {
                 None => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.as_str())),
-                Some(_) => Err(format!("{place}: `{key}` must be text")),
+                Some(_) => Err(RuleProblem::NotText {
+                    place: place.clone(),
+                    key: key.to_owned(),
+                }),
             }
         };
         let source = text("each")?.unwrap_or_default();
@@ -307,9 +452,9 @@ impl Checker {
         let pattern = text("pattern")?
             .map(|p| regex(p, &format!("{place}: pattern")))
             .transpose()?;
-        let item = map
-            .get("item")
-            .ok_or_else(|| format!("{place}: `item` is missing"))?;
+        let item = map.get("item").ok_or_else(|| RuleProblem::MissingItem {
+            place: place.clone(),
+        })?;
         let item = self.args(
             item,
             &format!("{place}.item"),
@@ -327,15 +472,19 @@ impl Checker {
     }
 }
 
-fn regex(pattern: &str, place: &str) -> Result<Regex, String> {
+fn regex(pattern: &str, place: &str) -> Result<Regex, RuleProblem> {
     RegexBuilder::new(pattern)
         .case_insensitive(true)
         .build()
-        .map_err(|e| format!("{place}: bad regex `{pattern}`: {e}"))
+        .map_err(|source| RuleProblem::Regex {
+            place: place.to_owned(),
+            pattern: pattern.to_owned(),
+            source,
+        })
 }
 
-fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, String> {
-    let raw = RawRule::deserialize(raw).map_err(|e| e.message().to_owned())?;
+fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, RuleProblem> {
+    let raw = RawRule::deserialize(raw).map_err(RuleProblem::Shape)?;
     let when = regex(&raw.when, "when")?;
     let checker = Checker {
         groups: when.captures_len(),
@@ -363,7 +512,7 @@ fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, String> {
         },
     )?;
     if raw.steps.is_empty() {
-        return Err("has no `steps`".to_owned());
+        return Err(RuleProblem::NoSteps);
     }
     let steps = raw
         .steps
@@ -384,7 +533,7 @@ fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, String> {
     })
 }
 
-fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, String> {
+fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, RuleProblem> {
     let plain = Allowed {
         item: false,
         error: false,
@@ -395,9 +544,10 @@ fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, S
         .map(|f| match f {
             "mid-stream" => Ok(Fail::MidStream),
             "http-500" => Ok(Fail::Http500),
-            other => Err(format!(
-                "{place}: unknown `fail = \"{other}\"` (expected \"mid-stream\" or \"http-500\")"
-            )),
+            other => Err(RuleProblem::UnknownFail {
+                place: place.to_owned(),
+                fail: other.to_owned(),
+            }),
         })
         .transpose()?;
     let say = step
@@ -406,19 +556,21 @@ fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, S
         .map(|s| checker.template(s, &format!("{place}: say"), plain))
         .transpose()?;
     match (step.call, say, fail) {
-        (Some(_), _, Some(_)) => Err(format!(
-            "{place}: `fail` goes on a `say` step (or alone), not on a `call` step"
-        )),
-        (Some(_), Some(_), None) => Err(format!(
-            "{place}: a step either calls tools or says something, not both"
-        )),
+        (Some(_), _, Some(_)) => Err(RuleProblem::FailOnCall {
+            place: place.to_owned(),
+        }),
+        (Some(_), Some(_), None) => Err(RuleProblem::CallAndSay {
+            place: place.to_owned(),
+        }),
         (Some(calls), None, None) => {
             let calls = match calls {
                 OneOrMany::One(call) => vec![call],
                 OneOrMany::Many(calls) => calls,
             };
             if calls.is_empty() {
-                return Err(format!("{place}: `call` is empty"));
+                return Err(RuleProblem::EmptyCall {
+                    place: place.to_owned(),
+                });
             }
             calls
                 .into_iter()
@@ -428,14 +580,16 @@ fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, S
         }
         (None, Some(say), None) => Ok(Step::Say(say)),
         (None, say, Some(fail)) => Ok(Step::Fail(fail, say)),
-        (None, None, None) => Err(format!("{place}: needs `call`, `say` or `fail`")),
+        (None, None, None) => Err(RuleProblem::EmptyStep {
+            place: place.to_owned(),
+        }),
     }
 }
 
-fn compile_call(call: RawCall, checker: &Checker, place: &str) -> Result<Call, String> {
+fn compile_call(call: RawCall, checker: &Checker, place: &str) -> Result<Call, RuleProblem> {
     let place = format!("{place}: call `{}`", call.tool);
     if call.tool.trim().is_empty() {
-        return Err(format!("{place}: `tool` is empty"));
+        return Err(RuleProblem::NoTool { place });
     }
     let plain = Allowed {
         item: false,
@@ -444,14 +598,16 @@ fn compile_call(call: RawCall, checker: &Checker, place: &str) -> Result<Call, S
     let args = match call.args {
         None => Value::Object(Map::new()),
         // Arguments may also be written as a JSON string.
-        Some(Value::String(json)) => serde_json::from_str(&json)
-            .map_err(|e| format!("{place}: `args` is text but not a JSON object: {e}"))?,
+        Some(Value::String(json)) => {
+            serde_json::from_str(&json).map_err(|source| RuleProblem::ArgsNotJson {
+                place: place.clone(),
+                source,
+            })?
+        }
         Some(value) => value,
     };
     if !args.is_object() {
-        return Err(format!(
-            "{place}: `args` must be a table (tool arguments are a JSON object)"
-        ));
+        return Err(RuleProblem::ArgsNotObject { place });
     }
     let args = checker.args(&args, &format!("{place}: args"), plain)?;
     let inject = call
@@ -464,7 +620,7 @@ fn compile_call(call: RawCall, checker: &Checker, place: &str) -> Result<Call, S
                 checker.args(v, &format!("{place}: inject.{k}"), plain)?,
             ))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, RuleProblem>>()?;
     Ok(Call {
         tool: call.tool,
         args,
@@ -506,6 +662,13 @@ mod tests {
         );
         let no_steps = Rules::parse("[[rule]]\nwhen = \"a\"\n").expect_err("a rule needs steps");
         assert_eq!(no_steps.to_string(), "rule `#1`: has no `steps`");
+        assert!(matches!(
+            no_steps,
+            RulesError::Rule {
+                problem: RuleProblem::NoSteps,
+                ..
+            }
+        ));
         let capture = Rules::parse(
             "[[rule]]\nname = \"y\"\nwhen = \"(a)\"\nsteps = [{ say = \"{{match.2}}\" }]\n",
         )
@@ -523,6 +686,28 @@ mod tests {
             "[[rule]]\nname = \"f\"\nwhen = \"a\"\nsteps = [{ fail = \"sometimes\" }]\n",
         )
         .expect_err("bad fail");
-        assert!(fail.to_string().contains("unknown `fail"), "{fail}");
+        assert_eq!(
+            fail.to_string(),
+            "rule `f`: step 1: unknown `fail = \"sometimes\"` (expected \"mid-stream\" or \"http-500\")"
+        );
+        let args = Rules::parse(
+            "[[rule]]\nname = \"g\"\nwhen = \"a\"\nsteps = [{ call = { tool = \"t\", args = \"[1\" } }]\n",
+        )
+        .expect_err("args that are not JSON");
+        assert!(
+            matches!(
+                &args,
+                RulesError::Rule {
+                    problem: RuleProblem::ArgsNotJson { place, .. },
+                    ..
+                } if place == "step 1: call `t`"
+            ),
+            "{args}"
+        );
+        assert!(
+            args.to_string()
+                .starts_with("rule `g`: step 1: call `t`: `args` is text but not a JSON object: "),
+            "{args}"
+        );
     }
 }

@@ -6,8 +6,6 @@
 //! field contains). Filters follow after `|`: `number`, `count`, `json`, `default:"text"`, `uuid`
 //! (the first UUID written in a text).
 
-use std::fmt;
-
 use serde_json::Value;
 
 mod parse;
@@ -93,15 +91,10 @@ pub(crate) struct Path {
     filters: Vec<Filter>,
 }
 
-/// A path or template that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SyntaxError(pub(crate) String);
-
-impl fmt::Display for SyntaxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+/// A path or template of a rules file that does not parse; the message says where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SyntaxError(pub(crate) String);
 
 /// The values a path can reach for one request.
 #[derive(Debug, Clone, Copy)]

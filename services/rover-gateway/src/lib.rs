@@ -320,8 +320,7 @@ impl App {
             .context("Failed to derive the MCP approval secret from the identity key")?;
         let auth = auth::Authenticator::new(&settings.auth)
             .context("Failed to set up token verification")?;
-        let proxies = limits::TrustedProxies::parse(&settings.http.trusted_proxies)
-            .map_err(anyhow::Error::msg)?;
+        let proxies = limits::TrustedProxies::parse(&settings.http.trusted_proxies)?;
         let pool = rover_domain::app_pool(&settings.database)
             .context("Failed to configure the database pool")?;
         let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-gateway")

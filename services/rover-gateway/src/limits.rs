@@ -76,6 +76,11 @@ impl Drop for StreamSlot {
     }
 }
 
+/// An `http.trusted_proxies` entry that is neither an address nor a CIDR range (the entry, trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("http.trusted_proxies: `{0}` is not an address or CIDR range")]
+pub struct BadTrustedProxy(pub String);
+
 /// The reverse proxies whose `X-Forwarded-For` header names the client (`http.trusted_proxies`).
 #[derive(Debug, Clone, Default)]
 pub struct TrustedProxies(Vec<ipnet::IpNet>);
@@ -83,16 +88,14 @@ pub struct TrustedProxies(Vec<ipnet::IpNet>);
 impl TrustedProxies {
     /// Parses addresses (`10.1.2.3`) and CIDR ranges (`10.0.0.0/8`); anything else is an error
     /// naming the entry.
-    pub fn parse(entries: &[String]) -> Result<Self, String> {
+    pub fn parse(entries: &[String]) -> Result<Self, BadTrustedProxy> {
         entries
             .iter()
             .map(|entry| {
                 let entry = entry.trim();
                 ipnet::IpNet::from_str(entry)
                     .or_else(|_| IpAddr::from_str(entry).map(ipnet::IpNet::from))
-                    .map_err(|_| {
-                        format!("http.trusted_proxies: `{entry}` is not an address or CIDR range")
-                    })
+                    .map_err(|_| BadTrustedProxy(entry.to_owned()))
             })
             .collect::<Result<_, _>>()
             .map(Self)
@@ -303,7 +306,11 @@ mod tests {
             TrustedProxies::default().client(ip(9), Some("203.0.113.7")),
             ip(9)
         );
-        assert!(TrustedProxies::parse(&["10.0.0.0/33".to_owned()]).is_err());
+        let error = TrustedProxies::parse(&[" 10.0.0.0/33 ".to_owned()]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "http.trusted_proxies: `10.0.0.0/33` is not an address or CIDR range"
+        );
     }
 
     #[test]

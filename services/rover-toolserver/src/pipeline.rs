@@ -19,13 +19,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rover_authz::Authorizer;
 use rover_contracts::AgentToolResult;
 use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdentity};
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::AuditEntry;
 use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call, finish_write};
+use rover_domain::policy::{self, Refusal};
 use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
@@ -369,6 +369,8 @@ impl Pipeline {
         Ok(reply)
     }
 
+    /// Step 5's permission check: [`rover_domain::policy::authorize`], the decision REST makes
+    /// too, on the rows the opening query read.
     async fn authorize(
         &self,
         verified: &VerifiedTurnIdentity,
@@ -377,29 +379,19 @@ impl Pipeline {
         assignments: &[rover_domain::policy::RoleAssignment],
     ) -> Result<(), Failure> {
         let span = tracing::info_span!("rover.toolserver.permission", rover.permission = %permission, rover.permission.rule = tracing::field::Empty, rover.permission.allowed = tracing::field::Empty);
-        async {
-            let authorizer = Authorizer::build(verified.scope().school_id, policies, assignments)
-                .await
-                .map_err(|e| Failure {
-                    outcome: ToolOutcome::Error,
-                    message: format!("Authorization failed: {e}"),
-                })?;
-            let decision = authorizer
-                .decide(verified.identity().user_id, permission)
-                .map_err(|e| Failure {
-                    outcome: ToolOutcome::Error,
-                    message: format!("Authorization failed: {e}"),
-                })?;
-            tracing::Span::current().record("rover.permission.rule", decision.rule.as_str());
-            tracing::Span::current().record("rover.permission.allowed", decision.allowed);
-            if decision.allowed {
-                Ok(())
-            } else {
-                Err(Failure::denied(permission))
-            }
+        let school = verified.scope().school_id;
+        let user = verified.identity().user_id;
+        match policy::authorize(school, user, permission, policies, assignments)
+            .instrument(span)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(Refusal::Denied(permission)) => Err(Failure::denied(permission)),
+            Err(Refusal::Unevaluable(error)) => Err(Failure {
+                outcome: ToolOutcome::Error,
+                message: format!("Authorization failed: {error}"),
+            }),
         }
-        .instrument(span)
-        .await
     }
 }
 

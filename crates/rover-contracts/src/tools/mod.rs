@@ -1,11 +1,13 @@
 //! Tool contracts: the one place a tool is declared. The worker's proxies, the tool server's routing,
 //! the prompt's tool inventory, the JSON schemas, the Hub's activity labels and the docs all follow
-//! from the [`ToolContract`] values in [`REGISTRY`].
+//! from the [`ToolContract`] values in [`REGISTRY`]; which of them a caller is offered is decided
+//! once, by [`offered`].
 
 mod class_teacher;
 mod data;
 mod director_of_studies;
 mod local;
+mod offer;
 mod rover;
 mod subject_teacher;
 
@@ -18,6 +20,7 @@ pub use class_teacher::*;
 pub use data::*;
 pub use director_of_studies::*;
 pub use local::*;
+pub use offer::{Offer, offered};
 pub use rover::*;
 pub use subject_teacher::*;
 

@@ -6,5 +6,6 @@ mod fixtures;
 mod fuzz;
 mod guide;
 mod identity;
+mod offer;
 mod registry;
 mod wire;

@@ -1,35 +1,19 @@
 //! Which tools an MCP caller is listed, and how a tool contract reads as an MCP `Tool`.
 //!
-//! The list is the worker's own rule applied to every agent of a turn at once: an RPC tool of
-//! Rover, or of a subagent the caller's live capabilities give them, whose policy permission (if
-//! any) the caller's live permission snapshot holds. Local tools (`ask_user`, `task`, the sandbox)
-//! belong to the agent loop and are never listed. The list is advisory, exactly as the model's is:
+//! The list (see `server.rs`) is the worker's own rule applied to every agent of a turn at once,
+//! [`offered`](rover_contracts::tools::offered) with
+//! [`Offer::EveryAgent`](rover_contracts::tools::Offer::EveryAgent): an RPC tool of Rover, or of a
+//! subagent the caller's live capabilities give them, whose policy permission (if any) the
+//! caller's live permission snapshot holds. Local tools (`ask_user`, `task`, the sandbox) belong to
+//! the agent loop and are never listed. The list is advisory, exactly as the model's is:
 //! `tools/call` goes to the tool server, whose `execute()` decides from live rows.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use rover_contracts::context::RuntimeContext;
-use rover_contracts::tools::{Effect, Owner, REGISTRY, ToolContract, ToolKind};
+use rover_contracts::tools::{Effect, REGISTRY, ToolContract, ToolKind};
 use serde_json::{Value, json};
-
-/// The RPC tools listed for a caller with this runtime context, in catalogue order.
-pub fn offered(context: &RuntimeContext) -> impl Iterator<Item = &'static ToolContract> + '_ {
-    REGISTRY.iter().copied().filter(|contract| {
-        let ToolKind::Rpc { .. } = contract.kind else {
-            return false;
-        };
-        let carried = match contract.owner {
-            Owner::Rover => true,
-            Owner::Subagent(role) => context.capabilities.has(role),
-        };
-        carried
-            && contract
-                .required_permission()
-                .is_none_or(|p| context.user_permissions.allows(p))
-    })
-}
 
 /// The RPC tool with this name (local tools are not served over MCP).
 pub fn rpc_tool(name: &str) -> Option<&'static ToolContract> {

@@ -24,7 +24,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rover_contracts::AgentToolResult;
 use rover_contracts::identity::{ApprovedCall, TurnGrant};
 use rover_contracts::ids::{ThreadId, ToolCallId, TurnId};
-use rover_contracts::tools::ToolContract;
+use rover_contracts::tools::{self, Offer, ToolContract};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_messaging::{RpcClient, RpcOptions};
 use serde_json::Value;
@@ -96,7 +96,7 @@ impl McpServer {
 
     async fn list(&self, member: Member) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(member).await?;
-        let tools: Vec<Tool> = catalogue::offered(&caller.context)
+        let tools: Vec<Tool> = tools::offered(&caller.context, Offer::EveryAgent)
             .filter_map(catalogue::definition)
             .collect();
         tracing::info!(tools = tools.len(), "MCP tools listed");

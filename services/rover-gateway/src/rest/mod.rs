@@ -21,7 +21,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::{Json, Router};
-use rover_authz::Authorizer;
 use rover_contracts::ErrorCode;
 use rover_contracts::context::CallScope;
 use rover_contracts::ids::{CampusId, DepartmentId, UserId};
@@ -32,6 +31,7 @@ use rover_contracts::tools::{
     ToolContract, ToolKind,
 };
 use rover_domain::audit::{AuditEntry, Written};
+use rover_domain::policy::{self, Refusal};
 use rover_domain::{Actor, TenantTx};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -186,8 +186,9 @@ impl Call {
     }
 }
 
-/// The tool server's permission check, step for step: the school's live policy rows, read in the
-/// tenant transaction, decide; a denial reads exactly as the tool's envelope does.
+/// The tool server's permission check, the very same function
+/// ([`rover_domain::policy::authorize`]): the school's live policy rows, read in the tenant
+/// transaction, decide; a denial reads exactly as the tool's envelope does.
 async fn authorize(
     tx: &mut TenantTx,
     user: UserId,
@@ -200,21 +201,14 @@ async fn authorize(
         rover.permission.allowed = tracing::field::Empty,
     );
     async {
-        let (policies, assignments) = rover_domain::policy::load(tx).await?;
-        let decision = Authorizer::build(tx.school_id(), &policies, &assignments)
-            .await
-            .and_then(|authorizer| authorizer.decide(user, permission))
-            .map_err(ApiError::internal)?;
-        let span = tracing::Span::current();
-        span.record("rover.permission.rule", decision.rule.as_str());
-        span.record("rover.permission.allowed", decision.allowed);
-        if decision.allowed {
-            Ok(())
-        } else {
-            Err(ApiError::new(
+        let (policies, assignments) = policy::load(tx).await?;
+        match policy::authorize(tx.school_id(), user, permission, &policies, &assignments).await {
+            Ok(_) => Ok(()),
+            Err(denied @ Refusal::Denied(_)) => Err(ApiError::new(
                 ErrorCode::PermissionDenied,
-                format!("Permission denied: {permission}"),
-            ))
+                denied.to_string(),
+            )),
+            Err(Refusal::Unevaluable(error)) => Err(ApiError::internal(error)),
         }
     }
     .instrument(span)
