@@ -14,7 +14,7 @@ use rover_domain::call::{ApprovalRead, CallReads, begin_call, finish_write};
 use rover_settings::{DatabaseSettings, Secret};
 
 use crate::toolhop::{POOL_SIZE, READER, WRITE_EVENT, WRITER};
-use crate::world::World;
+use crate::world::{World, WorldExt as _};
 
 /// A pool and the two callers, as the tool server would see them.
 #[derive(Debug)]

@@ -12,8 +12,9 @@ use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_messaging::{Broker, BrokerOptions, RpcClient, RpcOptions, Topology};
 use serde_json::{Value, json};
 
-use crate::procs::Service;
-use crate::world::World;
+use rover_stack::{Process, Spawn};
+
+use crate::world::{World, WorldExt as _};
 
 /// The read tool's event.
 pub(crate) const READ_EVENT: &str = "list.departments";
@@ -32,7 +33,7 @@ pub(crate) const POOL_SIZE: &str = "16";
 /// A running tool server and a client that calls it as two demo users.
 #[derive(Debug)]
 pub(crate) struct ToolHop {
-    _server: Service,
+    _server: Process,
     broker: Broker,
     rpc: RpcClient,
     exchange: Arc<str>,
@@ -62,11 +63,14 @@ impl Turn {
 
 impl ToolHop {
     pub(crate) async fn start(world: &World) -> anyhow::Result<ToolHop> {
-        let mut env = world.service_env();
-        env.insert("ROVER_AMQP__PREFETCH".into(), TOOLSERVER_PREFETCH.into());
-        env.insert("ROVER_DATABASE__MAX_CONNECTIONS".into(), POOL_SIZE.into());
-        let (server, _) =
-            Service::start("rover-toolserver", &[], &env, "ready; waiting for shutdown")?;
+        let (server, _) = crate::procs::launcher().spawn(
+            &Spawn::service("rover-toolserver")
+                .envs(world.service_env())
+                .envs([
+                    ("ROVER_AMQP__PREFETCH", TOOLSERVER_PREFETCH),
+                    ("ROVER_DATABASE__MAX_CONNECTIONS", POOL_SIZE),
+                ]),
+        )?;
         let broker = Broker::connect(BrokerOptions::new(world.vhost.url()))
             .await
             .context("Failed to connect the RPC client")?;
