@@ -71,27 +71,30 @@ impl Gate {
     }
 
     /// The gate's transaction, exactly as the worker's: the call must come out approved.
-    pub(crate) async fn decide(&self) -> Result<(), String> {
-        let fail = |e: rover_domain::DomainError| e.to_string();
-        let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
-            .await
-            .map_err(fail)?;
-        let needs = rover_domain::approvals::needs_approval(&mut tx, &self.call.tool)
-            .await
-            .map_err(fail)?;
-        let decided = rover_domain::approvals::decided(&mut tx, &self.call)
-            .await
-            .map_err(fail)?;
-        tx.commit().await.map_err(fail)?;
+    pub(crate) async fn decide(&self) -> Result<(), GateError> {
+        let mut tx = rover_domain::begin_tenant(&self.pool, self.school).await?;
+        let needs = rover_domain::approvals::needs_approval(&mut tx, &self.call.tool).await?;
+        let decided = rover_domain::approvals::decided(&mut tx, &self.call).await?;
+        tx.commit().await?;
         match decided {
             Some(ApprovalState::Approved) if needs => Ok(()),
-            other => Err(format!(
-                "the gate decided {other:?} (needs approval: {needs})"
-            )),
+            decided => Err(GateError::NotApproved { decided, needs }),
         }
     }
 
     pub(crate) async fn stop(self) {
         self.pool.close().await;
     }
+}
+
+/// Why the gate did not let the approved call through.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateError {
+    #[error("the gate's transaction failed: {0}")]
+    Domain(#[from] rover_domain::DomainError),
+    #[error("the gate decided {decided:?} (needs approval: {needs})")]
+    NotApproved {
+        decided: Option<ApprovalState>,
+        needs: bool,
+    },
 }

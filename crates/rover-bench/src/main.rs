@@ -428,7 +428,7 @@ async fn many_streams(world: &World, cli: &Cli) -> anyhow::Result<Row> {
             Ok(Ok(timings)) => finishes.push(timings.finish),
             Ok(Err(error)) => {
                 errors += 1;
-                first_error.get_or_insert(error);
+                first_error.get_or_insert(error.to_string());
             }
             Err(error) => {
                 errors += 1;

@@ -93,12 +93,12 @@ impl ToolHop {
     }
 
     /// One `list_departments` call; fails unless the reply is a success.
-    pub(crate) async fn read(&self) -> Result<(), String> {
+    pub(crate) async fn read(&self) -> Result<(), HopError> {
         self.send(self.read_call()).await
     }
 
     /// One `create_department` call with a fresh name (department names are unique per school).
-    pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
+    pub(crate) async fn write(&self, n: u64) -> Result<(), HopError> {
         let name = format!(
             "Bench {n} {}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -107,24 +107,41 @@ impl ToolHop {
             .await
     }
 
-    async fn send(&self, call: ToolCall) -> Result<(), String> {
+    async fn send(&self, call: ToolCall) -> Result<(), HopError> {
         let body = wire::encode(&call);
         let reply = self
             .rpc
             .call(&self.exchange, &call.event, call.call_id.as_str(), body)
             .await
-            .map_err(|e| e.to_string())?;
-        let reply: ToolReply = wire::decode(&reply).map_err(|e| e.to_string())?;
+            .map_err(HopError::Rpc)?;
+        let reply: ToolReply = wire::decode(&reply).map_err(HopError::Reply)?;
         if reply.outcome == ToolOutcome::Ok {
             Ok(())
         } else {
-            Err(format!("{:?}: {:?}", reply.outcome, reply.result))
+            Err(HopError::Refused {
+                outcome: reply.outcome,
+                result: reply.result,
+            })
         }
     }
 
     pub(crate) async fn stop(self) {
         self.broker.close().await;
     }
+}
+
+/// Why one tool call failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HopError {
+    #[error("the RPC failed: {0}")]
+    Rpc(rover_messaging::RpcError),
+    #[error("the reply is not a tool reply: {0}")]
+    Reply(wire::WireError),
+    #[error("the tool server answered {outcome:?}: {result:?}")]
+    Refused {
+        outcome: ToolOutcome,
+        result: rover_contracts::envelope::AgentToolResult<Value>,
+    },
 }
 
 /// The size of the tool-call frame Rover sends for the read tool (what the floor pads to).

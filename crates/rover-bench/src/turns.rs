@@ -86,7 +86,7 @@ impl Stack {
 
     /// One turn in a new chat; returns the time to the first SSE chunk and to the `finish` chunk.
     /// `on_first` runs when the first chunk arrives (to count open streams).
-    pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, String> {
+    pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, TurnError> {
         let started = Instant::now();
         let chat = uuid::Uuid::new_v4().to_string();
         let body = json!({
@@ -101,17 +101,17 @@ impl Stack {
             .json(&body)
             .send()
             .await
-            .map_err(|e| format!("POST /api/chat: {e}"))?;
+            .map_err(TurnError::Post)?;
         if !response.status().is_success() {
             let status = response.status();
-            let text = response.text().await.unwrap_or_default();
-            return Err(format!("POST /api/chat: {status} {text}"));
+            let body = response.text().await.unwrap_or_default();
+            return Err(TurnError::Refused { status, body });
         }
         let mut stream = response.bytes_stream();
         let (mut buffer, mut first, mut finish) = (Vec::<u8>::new(), None, None);
         let mut on_first = Some(on_first);
         while let Some(bytes) = stream.next().await {
-            let bytes = bytes.map_err(|e| format!("reading the stream: {e}"))?;
+            let bytes = bytes.map_err(TurnError::Read)?;
             buffer.extend_from_slice(&bytes);
             while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buffer.drain(..=end).collect();
@@ -127,20 +127,39 @@ impl Stack {
                 if data.starts_with(b"[DONE]") {
                     continue;
                 }
-                let chunk: Value =
-                    serde_json::from_slice(data).map_err(|e| format!("a bad chunk: {e}"))?;
+                let chunk: Value = serde_json::from_slice(data).map_err(TurnError::BadChunk)?;
                 match chunk["type"].as_str() {
                     Some("finish") => finish = Some(started.elapsed()),
-                    Some("error") => return Err(format!("the turn failed: {chunk}")),
+                    Some("error") => return Err(TurnError::Failed(chunk)),
                     _ => {}
                 }
             }
         }
         match (first, finish) {
             (Some(first), Some(finish)) => Ok(Timings { first, finish }),
-            _ => Err("the stream ended without `finish`".to_owned()),
+            _ => Err(TurnError::NoFinish),
         }
     }
+}
+
+/// Why one turn through the gateway failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TurnError {
+    #[error("POST /api/chat: {0}")]
+    Post(reqwest::Error),
+    #[error("POST /api/chat: {status} {body}")]
+    Refused {
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error("reading the stream: {0}")]
+    Read(reqwest::Error),
+    #[error("a bad chunk: {0}")]
+    BadChunk(serde_json::Error),
+    #[error("the turn failed: {0}")]
+    Failed(Value),
+    #[error("the stream ended without `finish`")]
+    NoFinish,
 }
 
 /// When a turn's chunks arrived, from the moment the request was sent.
