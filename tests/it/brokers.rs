@@ -26,7 +26,7 @@ impl Drop for Users {
 async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
     let vhost = TestVhost::create();
     // The administrator (guest, on this vhost) declares the topology and prints the rights.
-    let output = rover_tests::service_command("rover-toolserver")
+    let output = rover_stack::command("rover-toolserver")
         .unwrap()
         .args(["broker", "setup"])
         .env("ROVER_AMQP__URL", vhost.url())

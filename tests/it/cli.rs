@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rover_tests::{ChildGuard, SERVICES, service_command};
+use rover_stack::{Process, SERVICES, command as service_command};
 
 #[test]
 fn help_describes_the_settings_layers_and_flags() {
@@ -229,7 +229,7 @@ fn services_log_their_settings_and_stop_on_sigterm() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let mut guard = ChildGuard(child);
+        let mut process = Process::adopt(service, child);
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -259,11 +259,7 @@ fn services_log_their_settings_and_stop_on_sigterm() {
             "secret in the log: {starting}"
         );
 
-        let status = Command::new("kill")
-            .args(["-TERM", &guard.0.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        process.signal("TERM").unwrap();
         // The process closing its stdout (the reader thread ending) is the event that it exited.
         let mut rest = Vec::new();
         loop {
@@ -275,7 +271,7 @@ fn services_log_their_settings_and_stop_on_sigterm() {
                 }
             }
         }
-        let exit = guard.0.wait().unwrap();
+        let exit = process.wait().unwrap();
         assert!(exit.success(), "{service} exited with {exit}");
         assert!(
             rest.iter().any(|l| l.contains("SIGTERM received")),

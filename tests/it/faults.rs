@@ -302,7 +302,7 @@ async fn closing_every_broker_connection_mid_turn_loses_nothing() {
 
 #[tokio::test]
 async fn the_brokers_consumer_timeout_outlasts_the_longest_turn() {
-    let printed = rover_tests::service_command("rover-worker")
+    let printed = rover_stack::command("rover-worker")
         .unwrap()
         .arg("--print-config")
         .output()

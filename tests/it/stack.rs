@@ -1,17 +1,16 @@
 //! `Stack::start()`: the scripted model and the three real binaries as child processes, on a fresh
-//! database, vhost and key pair, with a client that speaks to the gateway as a Hub would.
+//! database, vhost and key pair (started by `rover_stack`), with a client that speaks to the
+//! gateway as a Hub would, and what only the tests do to them: a second gateway, signals, waiting
+//! for an exit, restarts.
 
 use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use rover_domain::testing::TestDb;
+use rover_stack::{Env, Launcher, Process, Spawn, StackOptions, World};
 use rover_testkit::{TestVhost, TurnKeys};
-use rover_tests::{ChildGuard, service_command};
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -27,9 +26,11 @@ pub(crate) struct Stack {
     /// The tool server's health and metrics listener.
     pub(crate) toolserver_http: SocketAddr,
     pub(crate) http: reqwest::Client,
-    env: HashMap<String, String>,
-    /// By [`Service`] index, then extra gateways; `None` once taken by [`Stack::exited`].
-    processes: std::sync::Mutex<Vec<Option<ChildGuard>>>,
+    env: Env,
+    launcher: Launcher,
+    /// By [`Service`] index (the model first), then extra gateways; `None` once taken by
+    /// [`Stack::exited`].
+    processes: std::sync::Mutex<Vec<Option<Process>>>,
     sandboxes: std::path::PathBuf,
     _keys: TurnKeys,
     pub(crate) vhost: TestVhost,
@@ -49,56 +50,6 @@ impl Service {
             Service::Toolserver => "rover-toolserver",
             Service::Worker => "rover-worker",
             Service::Gateway => "rover-gateway",
-        }
-    }
-}
-
-/// Starts `name` with `env`, waits for the log line containing `ready`, and returns the parsed
-/// line (JSON) with the process.
-fn start(
-    name: &str,
-    args: &[&str],
-    env: &HashMap<String, String>,
-    ready: &str,
-) -> (ChildGuard, Value) {
-    let mut child = service_command(name)
-        .unwrap()
-        .args(args)
-        .envs(env)
-        .env("ROVER_TELEMETRY__FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {name}: {e}"));
-    let stdout = child.stdout.take().unwrap();
-    let guard = ChildGuard(child);
-    let (tx, rx) = mpsc::channel();
-    // `ROVER_TEST_LOG_DIR=dir` keeps every service's log lines, for a failure worth reading.
-    let mut keep = std::env::var_os("ROVER_TEST_LOG_DIR").map(|dir| {
-        let path = std::path::Path::new(&dir).join(format!("{name}-{}.log", guard.0.id()));
-        std::fs::File::create(path).expect("the log file can be created")
-    });
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(file) = keep.as_mut() {
-                use std::io::Write as _;
-                let _ = writeln!(file, "{line}");
-            }
-            if tx.send(line).is_err() {
-                // Keep draining so the child never blocks on a full pipe.
-                continue;
-            }
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{name} did not become ready"));
-        if line.contains(ready) {
-            let value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            // Keep the reader alive: dropping `rx` only stops forwarding.
-            std::thread::spawn(move || for _ in rx {});
-            return (guard, value);
         }
     }
 }
@@ -132,104 +83,29 @@ impl Stack {
         service_env: &[(&str, &str)],
         per_service: &HashMap<&str, Vec<(String, String)>>,
     ) -> Stack {
-        let db = TestDb::new().await;
-        let keys = TurnKeys::generate();
+        let world = World::on(vhost).await;
         let sandboxes = std::env::temp_dir().join(format!("rover-e2e-{}", uuid::Uuid::new_v4()));
-        let mut processes = Vec::new();
-
-        let mut flags = vec!["--listen", "127.0.0.1:0"];
-        flags.extend_from_slice(model_flags);
-        let (model, line) = start(
-            "rover-scripted-model",
-            &flags,
-            &HashMap::new(),
-            "listening on",
-        );
-        processes.push(model);
-        let model_addr = line["addr"]
-            .as_str()
-            .expect("the model's address")
-            .to_owned();
-
-        let mut env = HashMap::new();
-        env.insert("ROVER_AMQP__URL".into(), vhost.url());
-        env.insert("ROVER_DATABASE__URL".into(), db.app_url().to_owned());
-        env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
-        // The gateway's metrics listener (the other services have none of this name).
-        env.insert("ROVER_HTTP__METRICS_ADDR".into(), "127.0.0.1:0".into());
-        env.insert(
-            "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
-            keys.public_key_file().display().to_string(),
-        );
-        env.insert(
-            "ROVER_IDENTITY__PRIVATE_KEY_FILE".into(),
-            keys.private_key_file().display().to_string(),
-        );
-        env.insert(
-            "ROVER_MODEL__BASE_URL".into(),
-            format!("http://{model_addr}/v1"),
-        );
-        env.insert(
-            "ROVER_AGENT__SKILLS_DIR".into(),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../skills").into(),
-        );
-        env.insert(
-            "ROVER_AGENT__SANDBOX_DIR".into(),
-            sandboxes.display().to_string(),
-        );
-        env.insert("ROVER_CHAT__KEEPALIVE_MS".into(), "1000".into());
-        // HS256 with the built-in development secret (what `Stack::token` signs with).
-        env.insert("ROVER_AUTH__DEVELOPMENT".into(), "true".into());
-        for (key, value) in service_env {
-            env.insert((*key).to_owned(), (*value).to_owned());
+        let mut options = StackOptions::scripted(model_flags).env([
+            ("ROVER_AGENT__SANDBOX_DIR", sandboxes.display().to_string()),
+            ("ROVER_CHAT__KEEPALIVE_MS", "1000".to_owned()),
+        ]);
+        options = options.env(service_env.iter().copied());
+        for (service, env) in per_service {
+            options = options.service_env(service, env.iter().cloned());
         }
-        let http_of = |line: &Value| -> SocketAddr {
-            line["http"]
-                .as_str()
-                .expect("the service's HTTP address")
-                .parse()
-                .unwrap()
-        };
-
-        let env_of = |service: &str| {
-            let mut env = env.clone();
-            env.extend(per_service.get(service).cloned().unwrap_or_default());
-            env
-        };
-        let (toolserver, line) = start(
-            "rover-toolserver",
-            &[],
-            &env_of("rover-toolserver"),
-            "ready; waiting for shutdown",
-        );
-        processes.push(toolserver);
-        let toolserver_http = http_of(&line);
-        let (worker, line) = start(
-            "rover-worker",
-            &[],
-            &env_of("rover-worker"),
-            "ready; waiting for shutdown",
-        );
-        processes.push(worker);
-        let worker_http = http_of(&line);
-        let (gateway, line) = start(
-            "rover-gateway",
-            &[],
-            &env_of("rover-gateway"),
-            "ready; waiting for shutdown",
-        );
-        processes.push(gateway);
-        let gateway: SocketAddr = line["listen"]
-            .as_str()
-            .expect("the gateway's address")
-            .parse()
-            .unwrap();
-        let gateway_metrics: SocketAddr = line["metrics"]
-            .as_str()
-            .expect("the gateway's metrics address")
-            .parse()
-            .unwrap();
-        let processes = std::sync::Mutex::new(processes.into_iter().map(Some).collect());
+        let launcher = Launcher::new();
+        let stack = rover_stack::Stack::start(&launcher, &world, &options)
+            .unwrap_or_else(|e| panic!("the stack did not start: {e}"));
+        let rover_stack::Stack {
+            model,
+            toolserver,
+            worker,
+            gateway,
+            addrs,
+            env,
+        } = stack;
+        let processes = vec![model, Some(toolserver), Some(worker), Some(gateway)];
+        let World { db, keys, vhost } = world;
         let owner = PgPool::connect(db.owner_url()).await.unwrap();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -238,52 +114,45 @@ impl Stack {
         Stack {
             db,
             owner,
-            gateway,
-            gateway_metrics,
-            worker_http,
-            toolserver_http,
+            gateway: addrs.gateway,
+            gateway_metrics: addrs.gateway_metrics,
+            worker_http: addrs.worker_http,
+            toolserver_http: addrs.toolserver_http,
             http,
             env,
-            processes,
+            launcher,
+            processes: std::sync::Mutex::new(processes),
             sandboxes,
             _keys: keys,
             vhost,
         }
     }
 
+    /// Starts a service with `env`; panics if it does not become ready.
+    fn spawn(&self, service: Service, env: &Env) -> (Process, rover_stack::Ready) {
+        self.launcher
+            .spawn(&Spawn::service(service.binary()).envs(env))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Starts another gateway replica on the same broker and database; returns its address.
     pub(crate) fn another_gateway(&mut self) -> SocketAddr {
-        let (gateway, line) = start(
-            "rover-gateway",
-            &[],
-            &self.env,
-            "ready; waiting for shutdown",
-        );
+        let (gateway, ready) = self.spawn(Service::Gateway, &self.env);
         self.processes.lock().unwrap().push(Some(gateway));
-        line["listen"]
-            .as_str()
-            .expect("the gateway's address")
-            .parse()
-            .unwrap()
+        ready.addr("listen").unwrap()
     }
 
     fn signal(&self, service: Service, signal: &str) {
-        let pid = self.processes.lock().unwrap()[service as usize]
+        self.processes.lock().unwrap()[service as usize]
             .as_ref()
             .expect("the process is running")
-            .0
-            .id()
-            .to_string();
-        let status = std::process::Command::new("kill")
-            .args([signal, &pid])
-            .status()
+            .signal(signal)
             .unwrap();
-        assert!(status.success());
     }
 
     /// Sends SIGTERM to the first gateway (how Kubernetes stops a pod).
     pub(crate) fn terminate_gateway(&self) {
-        self.signal(Service::Gateway, "-TERM");
+        self.signal(Service::Gateway, "TERM");
     }
 
     /// The process id of a service (the chaos suite reads its memory).
@@ -292,13 +161,12 @@ impl Stack {
         self.processes.lock().unwrap()[service as usize]
             .as_ref()
             .expect("the process is running")
-            .0
             .id()
     }
 
     /// `kill -9` on a service.
     pub(crate) fn kill(&self, service: Service) {
-        self.signal(service, "-KILL");
+        self.signal(service, "KILL");
     }
 
     /// Resolves with the service's exit status when it exits (it is no longer the stack's).
@@ -306,10 +174,10 @@ impl Stack {
         &self,
         service: Service,
     ) -> impl std::future::Future<Output = std::process::ExitStatus> + use<> {
-        let mut guard = self.processes.lock().unwrap()[service as usize]
+        let mut process = self.processes.lock().unwrap()[service as usize]
             .take()
             .expect("the process is running");
-        let waiting = tokio::task::spawn_blocking(move || guard.0.wait().unwrap());
+        let waiting = tokio::task::spawn_blocking(move || process.wait().unwrap());
         async move { waiting.await.unwrap() }
     }
 
@@ -328,7 +196,7 @@ impl Stack {
         for (key, value) in with {
             env.insert((*key).to_owned(), (*value).to_owned());
         }
-        let (process, _) = start(service.binary(), &[], &env, "ready; waiting for shutdown");
+        let (process, _) = self.spawn(service, &env);
         // The old process, if still held, is killed and reaped as its guard drops.
         let old = self.processes.lock().unwrap()[service as usize].replace(process);
         drop(old);

@@ -1,24 +1,28 @@
-//! The approval gate of an approved write, as the worker runs it before the call's RPC: one
-//! transaction that reads the school's policy and the call's approval row (`needs_approval`, then
-//! `decided` finding it approved for this turn and input). That is all approval adds to the call
+//! The approval gate of an approved write, as the worker runs it before the call's RPC: the turn
+//! store's gate (`PgTurnStore::gate`), one transaction that reads the school's policy and the
+//! call's approval row and finds it approved for this turn and input. That is all approval adds to the call
 //! that runs: the pause and the staff member's answer are turns of their own. Measured in process,
 //! through a pool like the worker's, against a call approved once in this run's database.
 
 use std::sync::Arc;
 
+use rover_agent::TurnStore as _;
+use rover_agent::approval::GateQuery;
 use rover_contracts::ids::{ThreadId, TurnId};
 use rover_settings::{DatabaseSettings, Secret};
 use rover_turnstore::approvals::{ApprovalAnswer, ApprovalState, GatedCall};
+use rover_turnstore::usage::DailyLimits;
+use rover_turnstore::{PgTurnStore, TurnKey};
 use serde_json::json;
 
 use crate::toolhop::{POOL_SIZE, WRITER};
 use crate::world::World;
 
-/// A pool like the worker's and a write call approved for the turn that runs it.
+/// A pool like the worker's, the store of the turn an approved write runs in, and the call.
 #[derive(Debug)]
 pub(crate) struct Gate {
     pool: sqlx::PgPool,
-    school: rover_contracts::ids::SchoolId,
+    store: PgTurnStore,
     call: GatedCall,
 }
 
@@ -65,33 +69,41 @@ impl Gate {
             .ok_or_else(|| anyhow::anyhow!("the approval was not recorded"))?;
         tx.commit().await?;
         call.chain.push(answering);
-        let gate = Gate { pool, school, call };
+        let key = TurnKey {
+            school,
+            user,
+            thread,
+            chain: call.chain.clone(),
+        };
+        let store = PgTurnStore::for_turn(pool.clone(), key, DailyLimits::default());
+        let gate = Gate { pool, store, call };
         anyhow::ensure!(gate.decide().await.is_ok(), "the call is not approved");
         Ok(Arc::new(gate))
     }
 
-    /// The gate's transaction, exactly as the worker's: the call must come out approved.
-    pub(crate) async fn decide(&self) -> Result<(), String> {
-        let fail = |e: rover_domain::DomainError| e.to_string();
-        let mut tx = rover_domain::begin_tenant(&self.pool, self.school)
-            .await
-            .map_err(fail)?;
-        let needs = rover_turnstore::approvals::needs_approval(&mut tx, &self.call.tool)
-            .await
-            .map_err(fail)?;
-        let decided = rover_turnstore::approvals::decided(&mut tx, &self.call)
-            .await
-            .map_err(fail)?;
-        tx.commit().await.map_err(fail)?;
-        match decided {
-            Some(ApprovalState::Approved) if needs => Ok(()),
-            other => Err(format!(
-                "the gate decided {other:?} (needs approval: {needs})"
-            )),
+    /// The worker's gate: the call must come out approved.
+    pub(crate) async fn decide(&self) -> Result<(), GateError> {
+        let query = GateQuery {
+            call_id: self.call.call_id.clone(),
+            tool: self.call.tool.clone(),
+            input: self.call.input.clone(),
+        };
+        match self.store.gate(query).await? {
+            rover_agent::approval::Gate::Run => Ok(()),
+            decided => Err(GateError::NotApproved(decided)),
         }
     }
 
     pub(crate) async fn stop(self) {
         self.pool.close().await;
     }
+}
+
+/// Why the gate did not let the approved call through.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateError {
+    #[error("the gate's transaction failed: {0}")]
+    Store(#[from] rover_agent::StoreError),
+    #[error("the gate decided {0:?}")]
+    NotApproved(rover_agent::approval::Gate),
 }

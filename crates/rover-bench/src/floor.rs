@@ -157,7 +157,7 @@ impl Floor {
     }
 
     /// One round trip: publish the padded body, wait for its echo.
-    pub(crate) async fn call(&self) -> Result<(), String> {
+    pub(crate) async fn call(&self) -> Result<(), EchoError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
@@ -173,16 +173,15 @@ impl Floor {
                 properties,
             )
             .await
-            .map_err(|e| e.to_string())?;
-        let echo = rx.await.map_err(|_| "the echo never came".to_owned())?;
+            .map_err(EchoError::Publish)?;
+        let echo = rx.await.map_err(|_| EchoError::NoEcho)?;
         if echo.len() == self.body.len() {
             Ok(())
         } else {
-            Err(format!(
-                "echo of {} bytes, sent {}",
-                echo.len(),
-                self.body.len()
-            ))
+            Err(EchoError::WrongLength {
+                got: echo.len(),
+                sent: self.body.len(),
+            })
         }
     }
 
@@ -195,6 +194,17 @@ impl Floor {
         let _ = self.client.close(200, "bench done".into()).await;
         let _ = self.server.close(200, "bench done".into()).await;
     }
+}
+
+/// Why one echo round trip failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EchoError {
+    #[error("publishing the echo request: {0}")]
+    Publish(lapin::Error),
+    #[error("the echo never came (its waiter was dropped)")]
+    NoEcho,
+    #[error("echo of {got} bytes, sent {sent}")]
+    WrongLength { got: usize, sent: usize },
 }
 
 fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Vec<u8>>>> {

@@ -2,8 +2,9 @@
 //! measured in one run on one machine — the tool hop, the per-turn agent build, whole turns through
 //! the gateway, and 1,000 open streams — printed as a table and written as JSON.
 //!
-//! Layout: `world` (the run's own vhost, database and keys), `procs` (the release binaries as child
-//! processes), `stats` (the load driver and percentiles), `floor`, `toolhop`, `turns` (the cases),
+//! Layout: `world` (the run's own vhost, database and keys: `rover_stack::World`, and the demo
+//! callers on it), `procs` (the release binaries under `rover_stack`'s launcher: profiling and
+//! memory), `stats` (the load driver and percentiles), `floor`, `toolhop`, `turns` (the cases),
 //! `report` (table and JSON).
 
 mod approval;
@@ -33,7 +34,7 @@ use crate::toolhop::ToolHop;
 use crate::turns::{Stack, StackOptions};
 use rover_domain::seed::DEMO_USERS;
 
-use crate::world::World;
+use crate::world::{World, WorldExt as _};
 
 /// Benchmarks Rover against RabbitMQ's own RPC round trip, in one run on this machine.
 ///
@@ -90,11 +91,6 @@ enum Section {
     Turns,
     /// Many concurrent turns held open by a slow scripted model.
     Streams,
-}
-
-/// The skills folder of this checkout.
-pub(crate) fn skills_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../skills"))
 }
 
 #[tokio::main]
@@ -230,7 +226,7 @@ async fn main() -> anyhow::Result<()> {
             "rover-bench: agent build, {} per demo user…",
             cli.iterations
         );
-        let skills = SkillLibrary::load(&skills_dir())?;
+        let skills = SkillLibrary::load(&rover_stack::skills_dir())?;
         let mounts = Mounts { sandbox: true };
         for email in DEMO_USERS {
             let context = world.context(email).await?;
@@ -432,7 +428,7 @@ async fn many_streams(world: &World, cli: &Cli) -> anyhow::Result<Row> {
             Ok(Ok(timings)) => finishes.push(timings.finish),
             Ok(Err(error)) => {
                 errors += 1;
-                first_error.get_or_insert(error);
+                first_error.get_or_insert(error.to_string());
             }
             Err(error) => {
                 errors += 1;

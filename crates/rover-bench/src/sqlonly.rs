@@ -14,7 +14,7 @@ use rover_domain::call::{ApprovalRead, CallReads, begin_call, finish_write};
 use rover_settings::{DatabaseSettings, Secret};
 
 use crate::toolhop::{POOL_SIZE, READER, WRITE_EVENT, WRITER};
-use crate::world::World;
+use crate::world::{World, WorldExt as _};
 
 /// A pool and the two callers, as the tool server would see them.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ impl SqlOnly {
     }
 
     /// The read's SQL: opening query (tenant, school, policy rows), the query; rolled back.
-    pub(crate) async fn read(&self) -> Result<(), String> {
+    pub(crate) async fn read(&self) -> Result<(), SqlError> {
         let (actor, scope) = &self.reader;
         let reads = CallReads {
             policy: true,
@@ -51,16 +51,16 @@ impl SqlOnly {
         };
         let mut start = begin_call(&self.pool, scope.school_id, reads)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(SqlError::step("opening the read's transaction"))?;
         rover_domain::list_departments(&mut start.tx, actor, scope, &NoArgs::default())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(SqlError::step("listing the departments"))?;
         Ok(())
     }
 
     /// The write's SQL: opening query (with the call id's lock and inbox), the insert, the audit
     /// and inbox rows, `COMMIT`.
-    pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
+    pub(crate) async fn write(&self, n: u64) -> Result<(), SqlError> {
         let (actor, scope) = &self.writer;
         let turn = TurnId::new();
         let model_call_id = format!("sql_{n}");
@@ -84,11 +84,11 @@ impl SqlOnly {
         };
         let mut start = begin_call(&self.pool, scope.school_id, reads)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(SqlError::step("opening the write's transaction"))?;
         let args = CreateDepartmentArgs { name };
         let written = rover_domain::create_department(&mut start.tx, actor, scope, &args)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(SqlError::step("creating the department"))?;
         let entry = AuditEntry {
             actor,
             scope,
@@ -97,10 +97,33 @@ impl SqlOnly {
             trace_id: None,
             change: &written.change,
         };
-        let reply = serde_json::to_value(&written.output).map_err(|e| e.to_string())?;
+        let reply = serde_json::to_value(&written.output).map_err(SqlError::Reply)?;
         finish_write(&mut start.tx, &entry, &call_id, &reply)
             .await
-            .map_err(|e| e.to_string())?;
-        start.tx.commit().await.map_err(|e| e.to_string())
+            .map_err(SqlError::step("writing the audit and inbox rows"))?;
+        start
+            .tx
+            .commit()
+            .await
+            .map_err(SqlError::step("committing the write"))
+    }
+}
+
+/// Why one in-process read or write failed, and at which step.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SqlError {
+    #[error("{step}: {error}")]
+    Domain {
+        step: &'static str,
+        error: rover_domain::DomainError,
+    },
+    #[error("serialising the department as the reply: {0}")]
+    Reply(serde_json::Error),
+}
+
+impl SqlError {
+    /// Wraps a domain error as failing at `step`.
+    fn step(step: &'static str) -> impl FnOnce(rover_domain::DomainError) -> SqlError {
+        move |error| SqlError::Domain { step, error }
     }
 }

@@ -66,12 +66,14 @@ pub(crate) struct Timing {
 
 /// Runs `op` from `concurrency` workers in a closed loop: first for `timing.warmup` (discarded),
 /// then for `timing.duration` (recorded). `op` gets a number unique across the whole run, for
-/// call ids and names that must not repeat.
-pub(crate) async fn drive<T, F, Fut>(concurrency: usize, timing: Timing, op: F) -> Run<T>
+/// call ids and names that must not repeat; its errors are counted, and the first kept as text
+/// for the report.
+pub(crate) async fn drive<T, E, F, Fut>(concurrency: usize, timing: Timing, op: F) -> Run<T>
 where
     T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
     F: Fn(u64) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<T, String>> + Send + 'static,
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
 {
     let op = Arc::new(op);
     let counter = Arc::new(AtomicU64::new(0));
@@ -81,7 +83,7 @@ where
     phase(concurrency, timing.duration, op, counter).await
 }
 
-async fn phase<T, F, Fut>(
+async fn phase<T, E, F, Fut>(
     concurrency: usize,
     duration: Duration,
     op: Arc<F>,
@@ -89,8 +91,9 @@ async fn phase<T, F, Fut>(
 ) -> Run<T>
 where
     T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
     F: Fn(u64) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<T, String>> + Send + 'static,
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
 {
     let started = Instant::now();
     let deadline = started + duration;
@@ -107,7 +110,7 @@ where
                         Ok(value) => samples.push((sent.elapsed(), value)),
                         Err(error) => {
                             errors += 1;
-                            first_error.get_or_insert(error);
+                            first_error.get_or_insert_with(|| error.to_string());
                         }
                     }
                 }

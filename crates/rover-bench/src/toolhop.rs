@@ -12,8 +12,9 @@ use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_messaging::{Broker, BrokerOptions, RpcClient, RpcOptions, Topology};
 use serde_json::{Value, json};
 
-use crate::procs::Service;
-use crate::world::World;
+use rover_stack::{Process, Spawn};
+
+use crate::world::{World, WorldExt as _};
 
 /// The read tool's event.
 pub(crate) const READ_EVENT: &str = "list.departments";
@@ -32,7 +33,7 @@ pub(crate) const POOL_SIZE: &str = "16";
 /// A running tool server and a client that calls it as two demo users.
 #[derive(Debug)]
 pub(crate) struct ToolHop {
-    _server: Service,
+    _server: Process,
     broker: Broker,
     rpc: RpcClient,
     exchange: Arc<str>,
@@ -62,11 +63,14 @@ impl Turn {
 
 impl ToolHop {
     pub(crate) async fn start(world: &World) -> anyhow::Result<ToolHop> {
-        let mut env = world.service_env();
-        env.insert("ROVER_AMQP__PREFETCH".into(), TOOLSERVER_PREFETCH.into());
-        env.insert("ROVER_DATABASE__MAX_CONNECTIONS".into(), POOL_SIZE.into());
-        let (server, _) =
-            Service::start("rover-toolserver", &[], &env, "ready; waiting for shutdown")?;
+        let (server, _) = crate::procs::launcher().spawn(
+            &Spawn::service("rover-toolserver")
+                .envs(world.service_env())
+                .envs([
+                    ("ROVER_AMQP__PREFETCH", TOOLSERVER_PREFETCH),
+                    ("ROVER_DATABASE__MAX_CONNECTIONS", POOL_SIZE),
+                ]),
+        )?;
         let broker = Broker::connect(BrokerOptions::new(world.vhost.url()))
             .await
             .context("Failed to connect the RPC client")?;
@@ -89,12 +93,12 @@ impl ToolHop {
     }
 
     /// One `list_departments` call; fails unless the reply is a success.
-    pub(crate) async fn read(&self) -> Result<(), String> {
+    pub(crate) async fn read(&self) -> Result<(), HopError> {
         self.send(self.read_call()).await
     }
 
     /// One `create_department` call with a fresh name (department names are unique per school).
-    pub(crate) async fn write(&self, n: u64) -> Result<(), String> {
+    pub(crate) async fn write(&self, n: u64) -> Result<(), HopError> {
         let name = format!(
             "Bench {n} {}",
             &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -103,24 +107,41 @@ impl ToolHop {
             .await
     }
 
-    async fn send(&self, call: ToolCall) -> Result<(), String> {
+    async fn send(&self, call: ToolCall) -> Result<(), HopError> {
         let body = wire::encode(&call);
         let reply = self
             .rpc
             .call(&self.exchange, &call.event, call.call_id.as_str(), body)
             .await
-            .map_err(|e| e.to_string())?;
-        let reply: ToolReply = wire::decode(&reply).map_err(|e| e.to_string())?;
+            .map_err(HopError::Rpc)?;
+        let reply: ToolReply = wire::decode(&reply).map_err(HopError::Reply)?;
         if reply.outcome == ToolOutcome::Ok {
             Ok(())
         } else {
-            Err(format!("{:?}: {:?}", reply.outcome, reply.result))
+            Err(HopError::Refused {
+                outcome: reply.outcome,
+                result: reply.result,
+            })
         }
     }
 
     pub(crate) async fn stop(self) {
         self.broker.close().await;
     }
+}
+
+/// Why one tool call failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HopError {
+    #[error("the RPC failed: {0}")]
+    Rpc(rover_messaging::RpcError),
+    #[error("the reply is not a tool reply: {0}")]
+    Reply(wire::WireError),
+    #[error("the tool server answered {outcome:?}: {result:?}")]
+    Refused {
+        outcome: ToolOutcome,
+        result: rover_contracts::envelope::AgentToolResult<Value>,
+    },
 }
 
 /// The size of the tool-call frame Rover sends for the read tool (what the floor pads to).

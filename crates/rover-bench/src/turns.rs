@@ -2,15 +2,12 @@
 //! this run's vhost and database, driven over HTTP as a Hub would (`POST /api/chat`, reading the
 //! SSE stream to `finish`), and the peak memory of each process.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
-use crate::procs::Service;
 use crate::world::World;
 
 /// What every turn says: a read tool call and a streamed answer.
@@ -30,7 +27,7 @@ pub(crate) struct StackOptions {
 /// The four processes of one turn, on this run's world.
 #[derive(Debug)]
 pub(crate) struct Stack {
-    pub(crate) processes: Vec<Service>,
+    services: rover_stack::Stack,
     pub(crate) gateway: SocketAddr,
     pub(crate) http: reqwest::Client,
     token: String,
@@ -38,67 +35,28 @@ pub(crate) struct Stack {
 
 impl Stack {
     pub(crate) fn start(world: &World, options: &StackOptions) -> anyhow::Result<Stack> {
-        let mut processes = Vec::new();
-        let mut flags = vec!["--listen".to_owned(), "127.0.0.1:0".to_owned()];
-        flags.extend(options.model_flags.iter().cloned());
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let (model, line) = Service::start(
-            "rover-scripted-model",
-            &flags,
-            &HashMap::new(),
-            "listening on",
-        )?;
-        processes.push(model);
-        let model_addr = line["addr"]
-            .as_str()
-            .context("the scripted model logged no address")?
-            .to_owned();
-
-        let mut env = world.service_env();
-        env.insert(
-            "ROVER_MODEL__BASE_URL".into(),
-            format!("http://{model_addr}/v1"),
-        );
-        env.insert(
-            "ROVER_AGENT__SKILLS_DIR".into(),
-            crate::skills_dir().display().to_string(),
-        );
-        env.insert(
-            "ROVER_DATABASE__MAX_CONNECTIONS".into(),
-            crate::toolhop::POOL_SIZE.into(),
-        );
-        let ready = "ready; waiting for shutdown";
-        let mut toolserver_env = env.clone();
-        toolserver_env.insert(
-            "ROVER_AMQP__PREFETCH".into(),
-            crate::toolhop::TOOLSERVER_PREFETCH.into(),
-        );
-        processes.push(Service::start("rover-toolserver", &[], &toolserver_env, ready)?.0);
-        let mut worker_env = env.clone();
-        worker_env.insert(
-            "ROVER_AMQP__PREFETCH".into(),
-            options.worker_prefetch.to_string(),
-        );
-        processes.push(Service::start("rover-worker", &[], &worker_env, ready)?.0);
-        // One user opens every turn here, from one address: the per-user limit on open turns and
-        // the per-address connection cap (guards against one client hogging a replica) would turn
-        // the load into 429s and closed sockets, so they are off for the bench.
-        let mut gateway_env = env.clone();
-        gateway_env.insert(
-            "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER".into(),
-            "0".into(),
-        );
-        gateway_env.insert(
-            "ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL".into(),
-            "0".into(),
-        );
-        gateway_env.insert("ROVER_HTTP__MAX_CONNECTIONS_PER_CLIENT".into(), "0".into());
-        let (gateway, line) = Service::start("rover-gateway", &[], &gateway_env, ready)?;
-        processes.push(gateway);
-        let gateway: SocketAddr = line["listen"]
-            .as_str()
-            .context("the gateway logged no address")?
-            .parse()?;
+        let stack_options = rover_stack::StackOptions::scripted(&options.model_flags)
+            .env([("ROVER_DATABASE__MAX_CONNECTIONS", crate::toolhop::POOL_SIZE)])
+            .service_env(
+                "rover-toolserver",
+                [("ROVER_AMQP__PREFETCH", crate::toolhop::TOOLSERVER_PREFETCH)],
+            )
+            .service_env(
+                "rover-worker",
+                [("ROVER_AMQP__PREFETCH", options.worker_prefetch.to_string())],
+            )
+            // One user opens every turn here, from one address: the per-user limit on open turns
+            // and the per-address connection cap (guards against one client hogging a replica)
+            // would turn the load into 429s and closed sockets, so they are off for the bench.
+            .service_env(
+                "rover-gateway",
+                [
+                    ("ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_USER", "0"),
+                    ("ROVER_CHAT__MAX_CONCURRENT_TURNS_PER_SCHOOL", "0"),
+                    ("ROVER_HTTP__MAX_CONNECTIONS_PER_CLIENT", "0"),
+                ],
+            );
+        let services = rover_stack::Stack::start(&crate::procs::launcher(), world, &stack_options)?;
         let settings = rover_gateway::AuthSettings::development();
         let token = rover_gateway::auth::dev_token(
             &settings,
@@ -111,24 +69,24 @@ impl Stack {
             .pool_max_idle_per_host(1024)
             .build()?;
         Ok(Stack {
-            processes,
-            gateway,
+            gateway: services.addrs.gateway,
+            services,
             http,
             token,
         })
     }
 
     /// Peak resident memory of each process, in MB.
-    pub(crate) fn peak_rss(&self) -> Vec<(&'static str, f64)> {
-        self.processes
-            .iter()
-            .filter_map(|p| Some((p.name, p.peak_rss_mb()?)))
+    pub(crate) fn peak_rss(&self) -> Vec<(&str, f64)> {
+        self.services
+            .processes()
+            .filter_map(|p| Some((p.name(), crate::procs::peak_rss_mb(p)?)))
             .collect()
     }
 
     /// One turn in a new chat; returns the time to the first SSE chunk and to the `finish` chunk.
     /// `on_first` runs when the first chunk arrives (to count open streams).
-    pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, String> {
+    pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, TurnError> {
         let started = Instant::now();
         let chat = uuid::Uuid::new_v4().to_string();
         let body = json!({
@@ -143,17 +101,17 @@ impl Stack {
             .json(&body)
             .send()
             .await
-            .map_err(|e| format!("POST /api/chat: {e}"))?;
+            .map_err(TurnError::Post)?;
         if !response.status().is_success() {
             let status = response.status();
-            let text = response.text().await.unwrap_or_default();
-            return Err(format!("POST /api/chat: {status} {text}"));
+            let body = response.text().await.unwrap_or_default();
+            return Err(TurnError::Refused { status, body });
         }
         let mut stream = response.bytes_stream();
         let (mut buffer, mut first, mut finish) = (Vec::<u8>::new(), None, None);
         let mut on_first = Some(on_first);
         while let Some(bytes) = stream.next().await {
-            let bytes = bytes.map_err(|e| format!("reading the stream: {e}"))?;
+            let bytes = bytes.map_err(TurnError::Read)?;
             buffer.extend_from_slice(&bytes);
             while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buffer.drain(..=end).collect();
@@ -169,20 +127,39 @@ impl Stack {
                 if data.starts_with(b"[DONE]") {
                     continue;
                 }
-                let chunk: Value =
-                    serde_json::from_slice(data).map_err(|e| format!("a bad chunk: {e}"))?;
+                let chunk: Value = serde_json::from_slice(data).map_err(TurnError::BadChunk)?;
                 match chunk["type"].as_str() {
                     Some("finish") => finish = Some(started.elapsed()),
-                    Some("error") => return Err(format!("the turn failed: {chunk}")),
+                    Some("error") => return Err(TurnError::Failed(chunk)),
                     _ => {}
                 }
             }
         }
         match (first, finish) {
             (Some(first), Some(finish)) => Ok(Timings { first, finish }),
-            _ => Err("the stream ended without `finish`".to_owned()),
+            _ => Err(TurnError::NoFinish),
         }
     }
+}
+
+/// Why one turn through the gateway failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TurnError {
+    #[error("POST /api/chat: {0}")]
+    Post(reqwest::Error),
+    #[error("POST /api/chat: {status} {body}")]
+    Refused {
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error("reading the stream: {0}")]
+    Read(reqwest::Error),
+    #[error("a bad chunk: {0}")]
+    BadChunk(serde_json::Error),
+    #[error("the turn failed: {0}")]
+    Failed(Value),
+    #[error("the stream ended without `finish`")]
+    NoFinish,
 }
 
 /// When a turn's chunks arrived, from the moment the request was sent.

@@ -1,37 +1,30 @@
-//! The bench's private world: a RabbitMQ vhost, a seeded Postgres database and a turn-identity key
-//! pair of its own (created for the run, removed after it), the demo callers, and the machine
-//! facts the report records.
-
-use std::collections::HashMap;
+//! The bench's private world is `rover_stack::World` (a RabbitMQ vhost, a seeded Postgres database
+//! and a turn-identity key pair of its own, created for the run, removed after it); what the bench
+//! adds to it: the demo callers' contexts and identities, and the machine facts the report records.
 
 use anyhow::Context as _;
 use chrono::Utc;
 use rover_contracts::context::RuntimeContext;
 use rover_contracts::identity::{SignedTurnIdentity, TurnGrant};
 use rover_contracts::ids::{ThreadId, TurnId};
-use rover_domain::testing::TestDb;
-use rover_testkit::{TestVhost, TurnKeys};
+pub(crate) use rover_stack::World;
 use serde::Serialize;
 
-/// A vhost, database and key pair that exist for this run only.
-#[derive(Debug)]
-pub(crate) struct World {
-    pub(crate) db: TestDb,
-    pub(crate) keys: TurnKeys,
-    pub(crate) vhost: TestVhost,
+/// What the bench asks of its world beyond starting services on it.
+pub(crate) trait WorldExt {
+    /// The runtime context of a demo user, minted from live rows as the gateway does.
+    async fn context(&self, email: &str) -> anyhow::Result<RuntimeContext>;
+
+    /// A turn identity for `context`, signed with this run's key, valid for 15 minutes.
+    fn mint(&self, context: &RuntimeContext, turn_id: TurnId)
+    -> anyhow::Result<SignedTurnIdentity>;
+
+    /// The machine and the versions of what ran.
+    async fn machine(&self) -> Machine;
 }
 
-impl World {
-    pub(crate) async fn create() -> World {
-        World {
-            vhost: TestVhost::create(),
-            db: TestDb::new().await,
-            keys: TurnKeys::generate(),
-        }
-    }
-
-    /// The runtime context of a demo user, minted from live rows as the gateway does.
-    pub(crate) async fn context(&self, email: &str) -> anyhow::Result<RuntimeContext> {
+impl WorldExt for World {
+    async fn context(&self, email: &str) -> anyhow::Result<RuntimeContext> {
         let school = self.db.ids.school_of(email);
         let mut tx = rover_domain::begin_tenant(&self.db.pool, school).await?;
         let context = rover_domain::context::runtime_context(
@@ -46,8 +39,7 @@ impl World {
         Ok(context)
     }
 
-    /// A turn identity for `context`, signed with this run's key, valid for 15 minutes.
-    pub(crate) fn mint(
+    fn mint(
         &self,
         context: &RuntimeContext,
         turn_id: TurnId,
@@ -64,27 +56,7 @@ impl World {
             .mint(grant, Utc::now(), chrono::Duration::minutes(15))?)
     }
 
-    /// The environment every service of this run gets: this vhost, this database, these keys.
-    pub(crate) fn service_env(&self) -> HashMap<String, String> {
-        let mut env = HashMap::new();
-        env.insert("ROVER_AMQP__URL".into(), self.vhost.url());
-        env.insert("ROVER_DATABASE__URL".into(), self.db.app_url().to_owned());
-        env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
-        env.insert(
-            "ROVER_IDENTITY__PUBLIC_KEY_FILE".into(),
-            self.keys.public_key_file().display().to_string(),
-        );
-        env.insert(
-            "ROVER_IDENTITY__PRIVATE_KEY_FILE".into(),
-            self.keys.private_key_file().display().to_string(),
-        );
-        // HS256 with the built-in development secret (what the turn cases sign their token with).
-        env.insert("ROVER_AUTH__DEVELOPMENT".into(), "true".into());
-        env
-    }
-
-    /// The machine and the versions of what ran.
-    pub(crate) async fn machine(&self) -> Machine {
+    async fn machine(&self) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let field = |text: &str, key: &str| {

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::cases::Case;
 use crate::report::{CaseResult, Report, Totals};
-use crate::score::Resolve;
+use crate::score::{Resolve, ResolveError};
 use crate::stack::{ModelChoice, Stack};
 
 /// What one run needs.
@@ -102,13 +102,13 @@ async fn served_model(http: &reqwest::Client, base_url: &str) -> Option<String> 
 struct DemoResolver<'a>(&'a DemoIds);
 
 impl Resolve for DemoResolver<'_> {
-    fn resolve(&self, value: &Value) -> Result<Value, String> {
+    fn resolve(&self, value: &Value) -> Result<Value, ResolveError> {
         let Some(reference) = value.as_str().and_then(|s| s.strip_prefix('@')) else {
             return Ok(value.clone());
         };
         let (kind, name) = reference
             .split_once(':')
-            .ok_or_else(|| format!("{reference:?} is not @kind:name"))?;
+            .ok_or_else(|| ResolveError::Malformed(reference.to_owned()))?;
         let ids = self.0;
         let id = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kind {
             "department" => Some(ids.department(name).to_string()),
@@ -120,8 +120,14 @@ impl Resolve for DemoResolver<'_> {
             "campus" => Some(ids.campus(name).to_string()),
             _ => None,
         }))
-        .map_err(|_| format!("the demo data has no {kind} named {name:?}"))?
-        .ok_or_else(|| format!("unknown kind {kind:?} in @{reference}"))?;
+        .map_err(|_| ResolveError::Unknown {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        })?
+        .ok_or_else(|| ResolveError::UnknownKind {
+            kind: kind.to_owned(),
+            reference: reference.to_owned(),
+        })?;
         Ok(Value::String(id))
     }
 }

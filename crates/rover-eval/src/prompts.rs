@@ -42,7 +42,7 @@ pub struct PromptSize {
 pub async fn measure(model_url: Option<&str>, sandbox: bool) -> anyhow::Result<Vec<PromptSize>> {
     let db = TestDb::new().await;
     let skills =
-        SkillLibrary::load(&crate::stack::skills_dir()).context("Failed to load the skills")?;
+        SkillLibrary::load(&rover_stack::skills_dir()).context("Failed to load the skills")?;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;

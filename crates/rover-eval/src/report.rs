@@ -152,7 +152,7 @@ impl Report {
 
     /// Whether the run may pass a gate (CI's): no unintended write, no harness error, no turn
     /// without `finish`, and at least `min_pass` of the cases passed. `Err` lists what failed.
-    pub fn gate(&self, min_pass: f64) -> Result<(), Vec<String>> {
+    pub fn gate(&self, min_pass: f64) -> Result<(), GateFailure> {
         let mut problems = Vec::new();
         for r in &self.results {
             let unintended = r
@@ -184,7 +184,7 @@ impl Report {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems)
+            Err(GateFailure { problems })
         }
     }
 
@@ -201,6 +201,14 @@ impl Report {
     }
 }
 
+/// What kept a run from passing its gate, one line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the eval failed its gate:\n- {}", problems.join("\n- "))]
+pub struct GateFailure {
+    /// Each problem, prefixed with its case id where it has one.
+    pub problems: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,7 +216,10 @@ mod tests {
 
     struct Plain;
     impl crate::score::Resolve for Plain {
-        fn resolve(&self, value: &serde_json::Value) -> Result<serde_json::Value, String> {
+        fn resolve(
+            &self,
+            value: &serde_json::Value,
+        ) -> Result<serde_json::Value, crate::score::ResolveError> {
             Ok(value.clone())
         }
     }
@@ -264,7 +275,8 @@ mod tests {
             result("fine", finished()),
         ])
         .gate(0.0)
-        .unwrap_err();
+        .unwrap_err()
+        .problems;
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].starts_with("wrote: unintended write"));
         assert!(problems[1].starts_with("broken: harness error"));
@@ -274,7 +286,8 @@ mod tests {
         failing.errors.push("the model failed".to_owned());
         let problems = report(vec![result("a", finished()), result("b", failing)])
             .gate(0.75)
-            .unwrap_err();
+            .unwrap_err()
+            .problems;
         assert_eq!(problems, ["1/2 cases passed (50%), below --min-pass 75%"]);
     }
 }

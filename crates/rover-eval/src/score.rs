@@ -78,7 +78,59 @@ impl Score {
 
 /// Resolves `@kind:name` values to demo ids; anything else stays as it is.
 pub trait Resolve {
-    fn resolve(&self, value: &Value) -> Result<Value, String>;
+    fn resolve(&self, value: &Value) -> Result<Value, ResolveError>;
+}
+
+/// Why a `@kind:name` reference names no id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Not of the form `@kind:name`.
+    #[error("{0:?} is not @kind:name")]
+    Malformed(String),
+    /// A kind the demo data does not have.
+    #[error("unknown kind {kind:?} in @{reference}")]
+    UnknownKind { kind: String, reference: String },
+    /// The demo data has no such row.
+    #[error("the demo data has no {kind} named {name:?}")]
+    Unknown { kind: String, name: String },
+}
+
+/// Why a turn's text does not read as an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerProblem {
+    /// A tool-call or tool-result tag.
+    #[error("the answer shows a {0} tag")]
+    Tag(&'static str),
+    /// A JSON record (its start shown).
+    #[error("the answer shows JSON, a raw call or a made-up result: {0}")]
+    Json(String),
+}
+
+/// Why an argument check failed (each message starts with `tool.path`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgProblem {
+    /// The check has neither or both of `equals` and `contains`.
+    #[error("{tool}.{path}: a malformed check")]
+    Malformed { tool: String, path: String },
+    /// The expected value names nothing.
+    #[error("{tool}.{path}: {error}")]
+    Unresolved {
+        tool: String,
+        path: String,
+        error: ResolveError,
+    },
+    /// The tool was never called.
+    #[error("{tool}.{path}: {tool} was not called")]
+    NotCalled { tool: String, path: String },
+    /// Called, but with other values at the path.
+    #[error("{tool}.{path} should {verb} {want}, was {seen}")]
+    Mismatch {
+        tool: String,
+        path: String,
+        verb: &'static str,
+        want: Value,
+        seen: Value,
+    },
 }
 
 /// Scores `observed` against `case`; `resolve` turns `@kind:name` into ids.
@@ -109,7 +161,7 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
     for check in &case.args {
         if let Err(why) = check_args(check, &observed.calls, resolve) {
             args = false;
-            notes.push(why);
+            notes.push(why.to_string());
         }
     }
 
@@ -118,7 +170,7 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
     let answer = match check_answer(&observed.text) {
         Ok(()) => true,
         Err(why) => {
-            notes.push(why);
+            notes.push(why.to_string());
             false
         }
     };
@@ -156,9 +208,9 @@ const CALL_TAGS: [&str; 4] = [
 /// Whether `text` reads as an answer: no call or result tags, and no JSON object (bare or
 /// fenced) — a call the Hub would show raw, or a tool result the model made up (its ids and
 /// rows would be taken as fact).
-pub fn check_answer(text: &str) -> Result<(), String> {
+pub fn check_answer(text: &str) -> Result<(), AnswerProblem> {
     if let Some(tag) = CALL_TAGS.iter().find(|t| text.contains(**t)) {
-        return Err(format!("the answer shows a {tag} tag"));
+        return Err(AnswerProblem::Tag(tag));
     }
     for (at, _) in text.match_indices(['{', '[']) {
         let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
@@ -169,9 +221,7 @@ pub fn check_answer(text: &str) -> Result<(), String> {
                     || value.as_array().is_some_and(|a| a.iter().any(is_record)) =>
             {
                 let shown: String = value.to_string().chars().take(80).collect();
-                return Err(format!(
-                    "the answer shows JSON, a raw call or a made-up result: {shown}"
-                ));
+                return Err(AnswerProblem::Json(shown));
             }
             _ => {}
         }
@@ -221,15 +271,21 @@ fn check_writes(case: &Case, written: &[Write], notes: &mut Vec<String>) -> bool
     ok
 }
 
-fn check_args(check: &ArgCheck, calls: &[ToolCall], resolve: &dyn Resolve) -> Result<(), String> {
+fn check_args(
+    check: &ArgCheck,
+    calls: &[ToolCall],
+    resolve: &dyn Resolve,
+) -> Result<(), Box<ArgProblem>> {
+    let (tool, path) = (check.tool.clone(), check.path.clone());
     let (want, contains) = match (&check.equals, &check.contains) {
         (Some(v), None) => (v, false),
         (None, Some(v)) => (v, true),
-        _ => return Err(format!("{}.{}: a malformed check", check.tool, check.path)),
+        _ => return Err(Box::new(ArgProblem::Malformed { tool, path })),
     };
-    let want = resolve
-        .resolve(want)
-        .map_err(|e| format!("{}.{}: {e}", check.tool, check.path))?;
+    let want = match resolve.resolve(want) {
+        Ok(want) => want,
+        Err(error) => return Err(Box::new(ArgProblem::Unresolved { tool, path, error })),
+    };
     let mut seen = Vec::new();
     for call in calls.iter().filter(|c| c.name == check.tool) {
         let values = at_path(&call.input, &check.path);
@@ -246,17 +302,15 @@ fn check_args(check: &ArgCheck, calls: &[ToolCall], resolve: &dyn Resolve) -> Re
     }
     let verb = if contains { "contain" } else { "equal" };
     if seen.is_empty() && !calls.iter().any(|c| c.name == check.tool) {
-        return Err(format!(
-            "{}.{}: {} was not called",
-            check.tool, check.path, check.tool
-        ));
+        return Err(Box::new(ArgProblem::NotCalled { tool, path }));
     }
-    Err(format!(
-        "{}.{} should {verb} {want}, was {}",
-        check.tool,
-        check.path,
-        Value::Array(seen)
-    ))
+    Err(Box::new(ArgProblem::Mismatch {
+        tool,
+        path,
+        verb,
+        want,
+        seen: Value::Array(seen),
+    }))
 }
 
 /// The values at a dotted `path` (`marks.*.studentId`; `*` is every element of an array, a number
@@ -309,10 +363,13 @@ mod tests {
 
     struct Ids;
     impl Resolve for Ids {
-        fn resolve(&self, value: &Value) -> Result<Value, String> {
+        fn resolve(&self, value: &Value) -> Result<Value, ResolveError> {
             match value.as_str() {
                 Some("@class:S1 Blue") => Ok(json!("c-1")),
-                Some(s) if s.starts_with('@') => Err(format!("unknown {s}")),
+                Some(s) if s.starts_with('@') => Err(ResolveError::Unknown {
+                    kind: "class".to_owned(),
+                    name: s.to_owned(),
+                }),
                 _ => Ok(value.clone()),
             }
         }

@@ -55,7 +55,7 @@ async fn stream(stack: &Stack, http: &reqwest::Client, case: &Case, started: Ins
     let token = match token(&stack.db.ids, &case.user) {
         Ok(t) => t,
         Err(e) => {
-            observed.harness_errors.push(e);
+            observed.harness_errors.push(e.to_string());
             return observed;
         }
     };
@@ -208,12 +208,25 @@ fn usage(metadata: &Value, observed: &mut Observed) {
     }
 }
 
-fn token(ids: &DemoIds, email: &str) -> Result<String, String> {
+/// Why a case's speaker got no token.
+#[derive(Debug, thiserror::Error)]
+enum TokenError {
+    #[error("{0} is not a demo user")]
+    NotDemoUser(String),
+    #[error("minting a token for {email}: {error}")]
+    Mint { email: String, error: anyhow::Error },
+}
+
+fn token(ids: &DemoIds, email: &str) -> Result<String, TokenError> {
     let user = std::panic::catch_unwind(|| ids.user(email))
-        .map_err(|_| format!("{email} is not a demo user"))?;
+        .map_err(|_| TokenError::NotDemoUser(email.to_owned()))?;
     let settings = rover_gateway::AuthSettings::development();
-    rover_gateway::auth::dev_token(&settings, user, email, chrono::Utc::now())
-        .map_err(|e| format!("minting a token for {email}: {e}"))
+    rover_gateway::auth::dev_token(&settings, user, email, chrono::Utc::now()).map_err(|error| {
+        TokenError::Mint {
+            email: email.to_owned(),
+            error,
+        }
+    })
 }
 
 async fn last_audit_id(stack: &Stack) -> Result<i64, sqlx::Error> {

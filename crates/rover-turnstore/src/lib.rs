@@ -17,4 +17,4 @@ mod store;
 pub mod usage;
 
 #[cfg(feature = "agent")]
-pub use store::PgTurnStore;
+pub use store::{PgTurnStore, TurnKey};

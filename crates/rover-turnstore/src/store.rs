@@ -32,6 +32,19 @@ pub struct PgTurnStore {
     daily: DailyLimits,
 }
 
+/// Which turn a [`PgTurnStore`] is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnKey {
+    /// The tenant.
+    pub school: SchoolId,
+    /// The staff member whose turn it is.
+    pub user: UserId,
+    /// The chat.
+    pub thread: ThreadId,
+    /// The turns it continues after an approval (root first), then the turn itself.
+    pub chain: Vec<TurnId>,
+}
+
 /// Attempts at recording a part of a turn, and the pauses between them (doubling, capped): about
 /// 4.5 s in all, longer than a local Postgres restart.
 const RECORD_ATTEMPTS: u32 = 8;
@@ -50,13 +63,24 @@ impl PgTurnStore {
             _ => Vec::new(),
         };
         chain.push(request.turn_id);
-        Self {
-            pool,
+        let key = TurnKey {
             school: request.context.user_details.school.id,
             user: request.context.user_details.user_id,
             thread: request.thread_id,
-            turn: request.turn_id,
             chain,
+        };
+        Self::for_turn(pool, key, daily)
+    }
+
+    /// The store of the turn `key` names (the last of its chain).
+    pub fn for_turn(pool: sqlx::PgPool, key: TurnKey, daily: DailyLimits) -> Self {
+        Self {
+            pool,
+            school: key.school,
+            user: key.user,
+            thread: key.thread,
+            turn: key.chain.last().copied().unwrap_or_default(),
+            chain: key.chain,
             daily,
         }
     }
