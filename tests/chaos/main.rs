@@ -2,6 +2,11 @@
 //! server. Run alone and one test at a time by `make chaos` (never by `make test`, whose tests
 //! would fail with them).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 #[allow(dead_code)]
 #[path = "../it/checker.rs"]
 mod checker;

@@ -128,7 +128,7 @@ fn the_gateway_has_no_default_secret_outside_development_mode() {
         missing.contains("ROVER_AUTH__HS256_SECRET") && missing.contains("ROVER_AUTH__DEVELOPMENT"),
         "{missing}"
     );
-    let known = start(Some(rover_gateway::auth::DEVELOPMENT_HS256_SECRET));
+    let known = start(Some(rover_gateway::DEVELOPMENT_HS256_SECRET));
     assert!(known.contains("built-in development secret"), "{known}");
 }
 

@@ -74,7 +74,11 @@ async fn a_turn_streams_as_the_ai_sdk_ui_message_stream() {
             _ => {}
         }
         assert!(
-            !chunk.as_object().unwrap().values().any(|v| v.is_null()),
+            !chunk
+                .as_object()
+                .unwrap()
+                .values()
+                .any(serde_json::Value::is_null),
             "null field in {chunk}"
         );
     }
@@ -432,7 +436,7 @@ async fn expired_wrong_audience_wrong_issuer_and_wrong_key_tokens_are_401() {
     use jsonwebtoken::{EncodingKey, Header, encode};
     let stack = Stack::start().await;
     let settings = rover_gateway::AuthSettings::development();
-    let secret = rover_gateway::auth::DEVELOPMENT_HS256_SECRET.to_owned();
+    let secret = rover_gateway::DEVELOPMENT_HS256_SECRET.to_owned();
     let now = chrono::Utc::now().timestamp();
     let user = stack.db.ids.user(ADMIN).to_string();
     let claims = |iss: &str, aud: &str, exp: i64| json!({ "sub": user, "iss": iss, "aud": aud, "iat": now - 10, "exp": exp });

@@ -219,7 +219,7 @@ impl Stack {
     /// A development bearer token for a demo user.
     pub(crate) fn token(&self, email: &str) -> String {
         let settings = rover_gateway::AuthSettings::development();
-        rover_gateway::auth::dev_token(
+        rover_gateway::dev_token(
             &settings,
             self.db.ids.user(email),
             email,

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rover_contracts::wire::TokenUsage;
 
-use crate::store::TurnStore;
+use crate::store::{DailyLimit, TurnStore};
 
 /// Per-turn limits; `0` means no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -183,7 +183,8 @@ impl TurnBudget {
         }
         let refused = match ledger.reserve(tokens).await {
             Ok(Ok(())) => return Ok(Reservation { tokens }),
-            Ok(Err(limit)) => limit,
+            Ok(Err(DailyLimit::User(limit))) => BudgetError::UserDaily(limit),
+            Ok(Err(DailyLimit::School(limit))) => BudgetError::SchoolDaily(limit),
             Err(error) => BudgetError::Ledger(error.to_string()),
         };
         self.spent().reserved -= tokens;

@@ -23,6 +23,7 @@ mod step;
 pub mod stop;
 mod store;
 mod textcalls;
+mod window;
 
 pub use agent::{Agent, Mounts};
 pub use build::build_agent;
@@ -31,4 +32,6 @@ pub use error::{FailureKind, TurnError};
 pub use journal::{Journal, StepPart};
 pub use run::{pending_question, run};
 pub use stop::Stop;
-pub use store::{Loaded, Memory, MemoryStore, NewArtifact, Reserved, StoreError, TurnStore};
+pub use store::{
+    DailyLimit, Loaded, Memory, MemoryStore, NewArtifact, Reserved, StoreError, Summary, TurnStore,
+};

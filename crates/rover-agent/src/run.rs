@@ -170,7 +170,7 @@ pub async fn run(agent: &Agent, deps: TurnDeps<'_>) -> Result<FinishReason, Turn
         return Err(TurnError::NoQuestion);
     }
     let history =
-        crate::compact::window(deps, agent, &first, loaded.history, loaded.summary).await?;
+        crate::window::window(deps, agent, &first, loaded.history, loaded.summary).await?;
     let outcome = run_after(agent, history, first.clone(), deps).await?;
     let mut messages = Vec::with_capacity(outcome.messages.len() + 1);
     if !continues {

@@ -15,8 +15,6 @@ use rover_contracts::wire::TokenUsage;
 use serde_json::Value;
 
 use crate::approval::{Gate, GateQuery};
-use crate::budget::BudgetError;
-use crate::compact::Summary;
 use crate::journal::StepPart;
 
 /// Why the store could not do what the turn asked.
@@ -72,8 +70,26 @@ pub struct NewArtifact {
     pub content: Vec<u8>,
 }
 
+/// The thread's stored summary: it stands for the first `covers` messages of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// How many messages, from the start of the history, it replaces.
+    pub covers: usize,
+    /// The summary itself.
+    pub text: String,
+}
+
+/// Which daily limit a reservation would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DailyLimit {
+    /// The user's tokens a day.
+    User(u64),
+    /// The school's tokens a day.
+    School(u64),
+}
+
 /// Whether a reservation was taken, or which daily limit it would pass.
-pub type Reserved = Result<(), BudgetError>;
+pub type Reserved = Result<(), DailyLimit>;
 
 /// Where one turn's state lives.
 pub trait TurnStore: Send + Sync {
@@ -193,7 +209,7 @@ impl TurnStore for MemoryStore {
         let mut state = self.state();
         let held = state.reserved + state.used.input_tokens + state.used.output_tokens;
         if state.daily_tokens > 0 && held + tokens > state.daily_tokens {
-            return Self::ready(Err(BudgetError::UserDaily(state.daily_tokens)));
+            return Self::ready(Err(DailyLimit::User(state.daily_tokens)));
         }
         state.reserved += tokens;
         Self::ready(Ok(()))

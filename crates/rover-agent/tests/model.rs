@@ -2,6 +2,11 @@
 //! backoff and fallback to the next endpoint on overload, errors and silence before the first
 //! chunk; refusals fail at once; every attempt is a span of its own.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

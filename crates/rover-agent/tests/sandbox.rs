@@ -3,6 +3,11 @@
 //! it is built), persistence across turns, the sweep of old sandboxes, and the read-only
 //! `/skills/`.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -85,7 +90,7 @@ fn assert_invalid(result: Result<impl std::fmt::Debug, SandboxError>, mentions: 
             assert!(
                 message.contains(mentions),
                 "{message:?} should mention {mentions:?}"
-            )
+            );
         }
         other => panic!("expected Invalid mentioning {mentions:?}, got {other:?}"),
     }

@@ -1,6 +1,11 @@
 //! The skill library: folder precedence, who sees what, the shipped skills, and load errors that
 //! name the file at fault.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

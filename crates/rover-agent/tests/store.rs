@@ -3,6 +3,11 @@
 //! write, the daily ledger, the messages it appends — with the scripted model over real HTTP and
 //! a real broker for the tool RPC (no call reaches it in these tests).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::time::Duration;
 
 use chrono::NaiveDate;

@@ -101,7 +101,9 @@ fn built_by_school() -> &'static Mutex<HashMap<SchoolId, Arc<Built>>> {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for Authorizer {

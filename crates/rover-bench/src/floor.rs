@@ -54,6 +54,10 @@ impl std::fmt::Debug for Floor {
 impl Floor {
     /// Starts the echo server on its own connection and opens the client's; every request body is
     /// `body_len` bytes.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "a bare lapin echo server and client, set up in the order AMQP needs"
+    )]
     pub(crate) async fn start(url: &str, kind: QueueKind, body_len: usize) -> anyhow::Result<Self> {
         let server = Connection::connect(url, ConnectionProperties::default())
             .await
@@ -208,5 +212,7 @@ pub(crate) enum EchoError {
 }
 
 fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Vec<u8>>>> {
-    pending.lock().unwrap_or_else(|e| e.into_inner())
+    pending
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

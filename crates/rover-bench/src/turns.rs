@@ -58,7 +58,7 @@ impl Stack {
             );
         let services = rover_stack::Stack::start(&crate::procs::launcher(), world, &stack_options)?;
         let settings = rover_gateway::AuthSettings::development();
-        let token = rover_gateway::auth::dev_token(
+        let token = rover_gateway::dev_token(
             &settings,
             world.db.ids.user(SPEAKER),
             SPEAKER,

@@ -77,7 +77,7 @@ impl WorldExt for World {
             .await
             .ok();
         Machine {
-            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            nproc: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
             cpu: field(&cpuinfo, "model name"),
             memory_gib,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")

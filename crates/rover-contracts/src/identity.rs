@@ -363,7 +363,10 @@ impl CachingVerifier {
         token: &SignedTurnIdentity,
         now: DateTime<Utc>,
     ) -> Result<VerifiedTurnIdentity, IdentityError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(verified) = cache.get(token.as_str()) {
             if now < verified.expires_at() {
                 return Ok(verified.clone());
@@ -376,7 +379,10 @@ impl CachingVerifier {
         if now >= verified.expires_at() {
             return Err(IdentityError::Expired);
         }
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.len() >= self.capacity {
             cache.retain(|_, cached| now < cached.expires_at());
             if cache.len() >= self.capacity {
@@ -389,6 +395,9 @@ impl CachingVerifier {
 
     /// How many identities are cached.
     pub fn cached(&self) -> usize {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 }

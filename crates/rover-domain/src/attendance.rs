@@ -42,7 +42,7 @@ pub async fn record_attendance(
     let absent_ids: BTreeSet<Uuid> = args
         .absent_student_ids
         .iter()
-        .map(|s| s.as_uuid())
+        .map(rover_contracts::ids::StudentId::as_uuid)
         .collect();
     if let Some(stranger) = absent_ids
         .iter()

@@ -221,7 +221,7 @@ fn token(ids: &DemoIds, email: &str) -> Result<String, TokenError> {
     let user = std::panic::catch_unwind(|| ids.user(email))
         .map_err(|_| TokenError::NotDemoUser(email.to_owned()))?;
     let settings = rover_gateway::AuthSettings::development();
-    rover_gateway::auth::dev_token(&settings, user, email, chrono::Utc::now()).map_err(|error| {
+    rover_gateway::dev_token(&settings, user, email, chrono::Utc::now()).map_err(|error| {
         TokenError::Mint {
             email: email.to_owned(),
             error,

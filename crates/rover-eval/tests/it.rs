@@ -3,6 +3,11 @@
 //! allow, a write it requires that never happens) are scored as failures. Needs the workspace
 //! binaries (`cargo build --workspace --bins`), RabbitMQ and Postgres, like every stack test.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::time::Duration;
 
 use rover_eval::cases::{self, Case};

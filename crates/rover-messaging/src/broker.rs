@@ -118,7 +118,9 @@ struct Core {
 
 impl Core {
     fn topologies(&self) -> MutexGuard<'_, Vec<Topology>> {
-        self.topologies.lock().unwrap_or_else(|e| e.into_inner())
+        self.topologies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

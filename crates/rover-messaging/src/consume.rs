@@ -65,7 +65,7 @@ impl Delivery {
             .and_then(|count| u64::try_from(count).ok())
             .unwrap_or(0);
         let text =
-            |value: &Option<lapin::types::ShortString>| value.as_ref().map(|v| v.to_string());
+            |value: &Option<lapin::types::ShortString>| value.as_ref().map(ToString::to_string);
         Self {
             body: delivery.data.clone(),
             headers: from_field_table(&table),

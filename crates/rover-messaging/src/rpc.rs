@@ -51,7 +51,9 @@ impl Default for RpcOptions {
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>>;
 
 fn lock(pending: &Pending) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Vec<u8>>>> {
-    pending.lock().unwrap_or_else(|e| e.into_inner())
+    pending
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Makes RPC calls over Direct Reply-to.
@@ -415,7 +417,7 @@ async fn dispatch(mut replies: Consumer, pending: Pending, late_replies: Arc<Ato
             .properties
             .correlation_id()
             .as_ref()
-            .map(|id| id.as_str());
+            .map(lapin::types::ShortString::as_str);
         let waiter = call_id.and_then(|id| lock(&pending).remove(id));
         let delivered = waiter.is_some_and(|waiter| waiter.send(reply.data).is_ok());
         if !delivered {

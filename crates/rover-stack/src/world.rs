@@ -34,7 +34,7 @@ impl World {
 
     /// The environment every service on this world gets: its vhost, its database, its keys, HTTP
     /// and metrics listeners on free local ports, and development sign-in (HS256 with the
-    /// built-in secret, which `rover_gateway::auth::dev_token` signs with).
+    /// built-in secret, which `rover_gateway::dev_token` signs with).
     pub fn service_env(&self) -> Env {
         let mut env = Env::new();
         env.insert("ROVER_AMQP__URL".into(), self.vhost.url());

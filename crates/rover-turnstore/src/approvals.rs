@@ -85,7 +85,11 @@ pub async fn approval_for(
         return Err(DomainError::Invalid("A turn without a chain.".to_owned()));
     };
     let school = tx.school_id().as_uuid();
-    let chain: Vec<uuid::Uuid> = call.chain.iter().map(|t| t.as_uuid()).collect();
+    let chain: Vec<uuid::Uuid> = call
+        .chain
+        .iter()
+        .map(rover_contracts::ids::TurnId::as_uuid)
+        .collect();
     sqlx::query(
         "INSERT INTO approvals (school_id, approval_id, thread_id, root_turn_id, turn_id, chain, \
                                 call_id, tool, input, user_id) \

@@ -249,7 +249,10 @@ pub async fn record_step(
 /// Every recorded part of the turns in `turns` (one turn, or a paused turn's chain).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
 pub async fn steps(tx: &mut TenantTx, turns: &[TurnId]) -> Result<Vec<StepPart>, DomainError> {
-    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
+    let ids: Vec<uuid::Uuid> = turns
+        .iter()
+        .map(rover_contracts::ids::TurnId::as_uuid)
+        .collect();
     let rows: Vec<(String, i32, String, Value)> = sqlx::query_as(
         "SELECT agent, step, part, record FROM turn_steps WHERE turn_id = ANY($1) \
          ORDER BY agent, step, created_at",

@@ -6,9 +6,7 @@ use chrono::Utc;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rover_agent::approval::{Gate, GateQuery};
-use rover_agent::budget::BudgetError;
-use rover_agent::compact::Summary;
-use rover_agent::{Loaded, NewArtifact, Reserved, StepPart, StoreError, TurnStore};
+use rover_agent::{Loaded, NewArtifact, Reserved, StepPart, StoreError, Summary, TurnStore};
 use rover_contracts::ids::{ArtifactId, SchoolId, ThreadId, TurnId, UserId};
 use rover_contracts::wire::{TokenUsage, TurnInput, TurnRequest};
 use rover_domain::{DomainError, TenantTx};
@@ -181,8 +179,8 @@ impl PgTurnStore {
                 tx.commit().await?;
                 Ok(())
             }
-            Err(DailyLimit::User(limit)) => Err(BudgetError::UserDaily(limit)),
-            Err(DailyLimit::School(limit)) => Err(BudgetError::SchoolDaily(limit)),
+            Err(DailyLimit::User(limit)) => Err(rover_agent::DailyLimit::User(limit)),
+            Err(DailyLimit::School(limit)) => Err(rover_agent::DailyLimit::School(limit)),
         })
     }
 

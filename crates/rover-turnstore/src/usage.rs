@@ -123,7 +123,10 @@ pub async fn settle(
 /// What `turns` together have used so far (a turn's approval chain and the turn itself).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
 pub async fn chain_usage(tx: &mut TenantTx, turns: &[TurnId]) -> Result<TurnUsage, DomainError> {
-    let ids: Vec<uuid::Uuid> = turns.iter().map(|t| t.as_uuid()).collect();
+    let ids: Vec<uuid::Uuid> = turns
+        .iter()
+        .map(rover_contracts::ids::TurnId::as_uuid)
+        .collect();
     Ok(sqlx::query_as(
         "SELECT coalesce(sum(input_tokens), 0)::bigint AS input_tokens, \
                 coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \

@@ -41,7 +41,7 @@ impl FromRequestParts<AppState> for Principal {
 
 /// A caller resolved against live rows.
 #[derive(Debug, Clone)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// Their school (the tenant).
     pub school: SchoolId,
     /// The full runtime context of this request.
@@ -50,18 +50,21 @@ pub struct Caller {
 
 impl Caller {
     /// Who tools and endpoints act as.
-    pub fn identity(&self) -> Identity {
+    pub(crate) fn identity(&self) -> Identity {
         self.context.identity()
     }
 
     /// How far they reach.
-    pub fn scope(&self) -> CallScope {
+    pub(crate) fn scope(&self) -> CallScope {
         self.context.call_scope()
     }
 }
 
 /// The principal's school, or 401 when the subject is no user of any school.
-pub async fn school_of(state: &AppState, principal: &Principal) -> Result<SchoolId, ApiError> {
+pub(crate) async fn school_of(
+    state: &AppState,
+    principal: &Principal,
+) -> Result<SchoolId, ApiError> {
     rover_domain::actor::user_school(&state.pool, principal.user_id)
         .await?
         .ok_or_else(|| {
@@ -70,13 +73,13 @@ pub async fn school_of(state: &AppState, principal: &Principal) -> Result<School
 }
 
 /// Opens a tenant transaction for the principal's school.
-pub async fn tenant(state: &AppState, principal: &Principal) -> Result<TenantTx, ApiError> {
+pub(crate) async fn tenant(state: &AppState, principal: &Principal) -> Result<TenantTx, ApiError> {
     let school = school_of(state, principal).await?;
     Ok(rover_domain::begin_tenant(&state.pool, school).await?)
 }
 
 /// Mints the caller's runtime context in `tx` (which must be the caller's tenant).
-pub async fn resolve(
+pub(crate) async fn resolve(
     tx: &mut TenantTx,
     principal: &Principal,
     campus: Option<CampusId>,

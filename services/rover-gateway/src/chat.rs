@@ -42,7 +42,7 @@ use stop::{stop, tell_workers_to_stop};
 use stream::stream_response;
 
 /// The chat routes.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(post_chat))
         .route("/api/chat/{id}/stream", get(resume))

@@ -31,7 +31,7 @@ Run `make console` (npm ci && npm run build in console/), then reload this page.
 
 /// The console's API routes: `POST /api/dev/token` when `auth.development` is on, nothing
 /// otherwise (the path is then the JSON 404 of any unknown endpoint).
-pub fn router(development: bool) -> Router<AppState> {
+pub(crate) fn router(development: bool) -> Router<AppState> {
     let router = Router::new();
     if development {
         router.route("/api/dev/token", post(dev_token))
@@ -41,7 +41,7 @@ pub fn router(development: bool) -> Router<AppState> {
 }
 
 /// The gateway's fallback: the JSON 404 for unknown endpoints, the built console for pages.
-pub async fn fallback(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn fallback(State(state): State<AppState>, request: Request) -> Response {
     let path = request.uri().path();
     let page = matches!(*request.method(), Method::GET | Method::HEAD)
         && path != "/api"
@@ -82,7 +82,7 @@ struct TokenRequest {
 
 /// What `POST /api/dev/token` answers: the bearer token and who it is for.
 #[derive(Debug, Serialize)]
-pub struct DevSession {
+pub(crate) struct DevSession {
     /// A development bearer token (HS256), as `rover-gateway token` prints.
     pub token: String,
     /// The user's login email.
@@ -120,7 +120,7 @@ struct NoSuchUser;
 
 /// A development token for the user with this email, and who they are: what `rover-gateway
 /// token` prints and `POST /api/dev/token` answers.
-pub async fn dev_session(
+pub(crate) async fn dev_session(
     pool: &PgPool,
     auth: &AuthSettings,
     email: &str,
@@ -144,6 +144,6 @@ pub async fn dev_session(
 
 /// `http.console_dir`'s default: `console/dist` under the working directory (the repository
 /// root for `make run`).
-pub fn default_dir() -> PathBuf {
+pub(crate) fn default_dir() -> PathBuf {
     PathBuf::from("console/dist")
 }

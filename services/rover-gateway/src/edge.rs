@@ -38,7 +38,7 @@ use crate::limits::TrustedProxies;
 /// The `Host` values every route accepts: `http.allowed_hosts`, else `mcp.allowed_hosts`, else the
 /// host of `mcp.public_url`, else the loopback names. An entry without a port matches any port;
 /// `*` accepts any host (only behind a proxy that checks it).
-pub fn allowed_hosts(settings: &crate::Settings) -> Vec<String> {
+pub(crate) fn allowed_hosts(settings: &crate::Settings) -> Vec<String> {
     if !settings.http.allowed_hosts.is_empty() {
         return settings.http.allowed_hosts.clone();
     }
@@ -58,7 +58,7 @@ pub fn allowed_hosts(settings: &crate::Settings) -> Vec<String> {
 }
 
 /// Whether `host` (a `Host` header value) is on `allowed`.
-pub fn host_allowed(allowed: &[String], host: &str) -> bool {
+pub(crate) fn host_allowed(allowed: &[String], host: &str) -> bool {
     let host = host.trim().to_ascii_lowercase();
     let name = match host.rsplit_once(':') {
         // `[::1]:8080`, `example.org:8080`; a bare IPv6 address has more than one colon.
@@ -75,7 +75,7 @@ pub fn host_allowed(allowed: &[String], host: &str) -> bool {
 }
 
 /// Middleware: refuses a request whose `Host` is not allowed (403), except the health probes.
-pub async fn check_host(
+pub(crate) async fn check_host(
     State(allowed): State<Arc<Vec<String>>>,
     request: Request,
     next: Next,
@@ -88,7 +88,12 @@ pub async fn check_host(
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .or_else(|| {
+            request
+                .uri()
+                .authority()
+                .map(axum::http::uri::Authority::as_str)
+        })
         .unwrap_or_default();
     if host_allowed(&allowed, host) {
         return next.run(request).await;
@@ -103,7 +108,7 @@ pub async fn check_host(
 }
 
 /// Middleware: every response may not be framed and runs only the gateway's own scripts.
-pub async fn security_headers(request: Request, next: Next) -> Response {
+pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -129,7 +134,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
 /// Middleware: a request body must arrive whole within `limit` (408 otherwise), so a client
 /// cannot hold a request open by sending its body a byte at a time. Bodies are buffered (they are
 /// bounded by `http.body_limit_bytes`, and every endpoint reads them whole anyway).
-pub async fn body_deadline(
+pub(crate) async fn body_deadline(
     State(limit): State<(Duration, usize)>,
     request: Request,
     next: Next,

@@ -102,14 +102,14 @@ impl IntoResponse for ApiError {
 }
 
 /// The answer to a path no route matches.
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "There is no such endpoint.")
 }
 
 /// Middleware: an error response (4xx/5xx) whose body is not JSON — axum's own rejections (405,
 /// an oversized body announced by `Content-Length`), the timeout layer's 504 — is given the
 /// [`ApiError`] shape, keeping its status and headers and using its text as the message.
-pub async fn json_errors(request: Request, next: Next) -> Response {
+pub(crate) async fn json_errors(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -143,7 +143,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
 }
 
 /// The stable code of an HTTP error status.
-pub fn code_for_status(status: StatusCode) -> ErrorCode {
+pub(crate) fn code_for_status(status: StatusCode) -> ErrorCode {
     match status.as_u16() {
         401 => ErrorCode::Unauthenticated,
         403 => ErrorCode::PermissionDenied,

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 
 /// Whether `bytes`, read as JSON, nests arrays and objects deeper than `max` anywhere. Brackets
 /// inside strings do not count; malformed JSON is left for the parser to report.
-pub fn too_deep(bytes: &[u8], max: usize) -> bool {
+pub(crate) fn too_deep(bytes: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
@@ -42,7 +42,7 @@ pub fn too_deep(bytes: &[u8], max: usize) -> bool {
 }
 
 /// Refuses a body not sent as `Content-Type: application/json` (with or without parameters).
-pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -63,7 +63,7 @@ pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The body's bytes, or `too_large` (413) beyond the body limit.
-pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -85,7 +85,10 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError
 /// Parses a JSON body as `T` after the depth check. Not JSON is `invalid_request`; JSON that does
 /// not fit `T` (a missing or unknown field, a wrong type) is `invalid_arguments`; too deep is
 /// `invalid_request`. Never panics, whatever the bytes.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], max_depth: usize) -> Result<T, ApiError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(
+    bytes: &[u8],
+    max_depth: usize,
+) -> Result<T, ApiError> {
     if too_deep(bytes, max_depth) {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,

@@ -6,20 +6,33 @@
 //! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
 //! lets open streams finish up to a deadline.
 
-pub mod auth;
-pub mod caller;
-pub mod chat;
-pub mod console;
-pub mod demo;
-pub mod edge;
-pub mod error;
-pub mod events;
-pub mod input;
-pub mod limits;
-pub mod mcp;
-pub mod observe;
-pub mod rest;
-pub mod state;
+mod auth;
+mod caller;
+mod chat;
+mod console;
+mod demo;
+mod edge;
+mod error;
+mod events;
+mod input;
+mod limits;
+mod mcp;
+mod observe;
+mod rest;
+mod state;
+
+// What the binary, the gateway's own tests and the bench and eval use; nothing else is public.
+pub use auth::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
+pub use console::NOT_BUILT;
+pub use demo::narrate;
+pub use edge::serve;
+pub use events::TurnEvents;
+pub use limits::{StreamSlots, TrustedProxies};
+pub use mcp::approval::Questions;
+pub use observe::metrics;
+pub use rest::contracts::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE};
+pub use rest::{ErrorBody, ErrorDetail, tool_contracts_json};
+pub use state::{AppState, Shared};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,8 +46,6 @@ use rover_contracts::identity::TurnSigner;
 use rover_settings::{AmqpSettings, DatabaseSettings, Secret, TelemetrySettings};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgPoolOptions;
-
-use crate::state::{AppState, Shared};
 
 /// The gateway's settings (`rover-gateway --print-config` shows the effective ones).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

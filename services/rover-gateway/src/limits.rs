@@ -141,7 +141,7 @@ impl TrustedProxies {
 /// clients; when it is full of live windows, a new client is not tracked (it fails open) rather
 /// than evicting one that is being limited.
 #[derive(Debug)]
-pub struct FailureLimiter {
+pub(crate) struct FailureLimiter {
     max_failures: u32,
     window: Duration,
     capacity: usize,
@@ -157,7 +157,7 @@ struct Window {
 impl FailureLimiter {
     /// `max_failures` per `window` per client (`0` turns the limiter off), tracking at most
     /// `capacity` clients.
-    pub fn new(max_failures: u32, window: Duration, capacity: usize) -> Self {
+    pub(crate) fn new(max_failures: u32, window: Duration, capacity: usize) -> Self {
         Self {
             max_failures,
             window,
@@ -167,7 +167,7 @@ impl FailureLimiter {
     }
 
     /// `Err(seconds until the window ends)` when `client` is over the limit.
-    pub fn check(&self, client: IpAddr, now: Instant) -> Result<(), u64> {
+    pub(crate) fn check(&self, client: IpAddr, now: Instant) -> Result<(), u64> {
         if self.max_failures == 0 {
             return Ok(());
         }
@@ -182,7 +182,7 @@ impl FailureLimiter {
     }
 
     /// Records one failed token from `client`.
-    pub fn record_failure(&self, client: IpAddr, now: Instant) {
+    pub(crate) fn record_failure(&self, client: IpAddr, now: Instant) {
         if self.max_failures == 0 {
             return;
         }

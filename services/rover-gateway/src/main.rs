@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
             let settings = development_tools(cli.service.load()?);
             let token = rover_gateway::dev_token_for_email(&settings, &email).await?;
             eprintln!("{email}: {message}");
-            rover_gateway::demo::narrate(&url, &token, &message, &mut std::io::stderr()).await?;
+            rover_gateway::narrate(&url, &token, &message, &mut std::io::stderr()).await?;
             Ok(())
         }
     }

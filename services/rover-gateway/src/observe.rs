@@ -23,7 +23,7 @@ pub fn metrics() -> (GatewayMetrics, Metrics) {
 }
 
 /// The response header carrying the request's trace id.
-pub const TRACE_HEADER: &str = "x-rover-trace-id";
+pub(crate) const TRACE_HEADER: &str = "x-rover-trace-id";
 
 struct HeaderExtractor<'a>(&'a HeaderMap);
 
@@ -33,13 +33,13 @@ impl Extractor for HeaderExtractor<'_> {
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
+        self.0.keys().map(axum::http::HeaderName::as_str).collect()
     }
 }
 
 /// Middleware: runs the request inside `rover.gateway.http` (OpenTelemetry HTTP server
 /// conventions; the path template, never the query) and adds the trace id header.
-pub async fn http_span(request: Request, next: Next) -> Response {
+pub(crate) async fn http_span(request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -80,7 +80,7 @@ pub async fn http_span(request: Request, next: Next) -> Response {
 /// The trace id to give the client for work done in the current span: the recorded trace's when
 /// traces are on, else a fresh one (still worth quoting: it is in the gateway's logs). Never one
 /// the client chose.
-pub fn current_trace_id() -> String {
+pub(crate) fn current_trace_id() -> String {
     rover_telemetry::trace_id(&tracing::Span::current())
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
 }

@@ -1,13 +1,13 @@
 //! `rover-toolserver`, Rover's tool server: consumes tool RPCs from the tools queue and runs every
-//! call through one `execute()` pipeline (see [`pipeline`]) against the school domain.
+//! call through one `execute()` pipeline (see [`Pipeline`]) against the school domain.
 //!
 //! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
 //! stops consuming, lets the calls in flight finish, and exits. Tests drive the very same code.
 
-pub mod database;
+mod database;
 mod dispatch;
 mod health;
-pub mod pipeline;
+mod pipeline;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,6 +21,7 @@ use rover_settings::{
 use rover_telemetry::metrics::{Metrics, ToolMetrics};
 use serde::{Deserialize, Serialize};
 
+pub use database::{SetupArgs, setup};
 pub use pipeline::Pipeline;
 
 /// The tool server's settings (`rover-toolserver --print-config` shows the effective ones).

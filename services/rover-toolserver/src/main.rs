@@ -39,7 +39,7 @@ enum Broker {
 enum Db {
     /// Create the database and its roles, migrate the schema, and optionally seed the demo schools.
     /// Safe to run again.
-    Setup(rover_toolserver::database::SetupArgs),
+    Setup(rover_toolserver::SetupArgs),
 }
 
 #[tokio::main]
@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(Command::Db(Db::Setup(args))) => {
             rover_service::init_process();
-            rover_toolserver::database::setup(&args).await?;
+            rover_toolserver::setup(&args).await?;
             eprintln!(
                 "rover-toolserver: database {} is ready (migrated{}); services connect as {}",
                 args.database,

@@ -248,46 +248,11 @@ impl Pipeline {
         call: &ToolCall,
         trace_id: Option<&str>,
     ) -> Result<ToolReply, Failure> {
-        // 1. A verified identity (cached by its exact bytes until it expires), or nothing; and a
-        //    call id that belongs to the verified turn.
-        let verified = tracing::info_span!("rover.toolserver.identity")
-            .in_scope(|| self.verifier.verify(&call.identity))
-            .map_err(|e| Failure::denied(format!("no valid turn identity ({e})")))?;
-        if !call.call_id.belongs_to(verified.turn_id()) {
-            return Err(Failure::denied(
-                "the call id does not belong to the verified turn",
-            ));
-        }
-        // 2. A known tool, and arguments that match its schema exactly.
-        let tool = self.tools.get(call.event.as_str()).ok_or_else(|| {
-            Failure::invalid(format!("Unknown tool event `{}`.", truncate(&call.event)))
-        })?;
-        tracing::Span::current().record("gen_ai.tool.name", tool.contract.name);
-        tracing::info_span!("rover.toolserver.schema").in_scope(|| validate(tool, &call.args))?;
-        // 3–5. One round trip: the tenant frame (fail closed when the school does not exist), a
-        //      write's call-id lock and stored reply, and the live policy rows.
+        let (verified, tool) = self.admit(call)?;
         let is_write = tool.contract.effect == Effect::Write;
         let policy = match tool.posture {
             Posture::Policy(permission) => Some(permission),
             _ => None,
-        };
-        let school = verified.scope().school_id;
-        let model_call_id = call
-            .call_id
-            .as_str()
-            .strip_prefix(&format!("{}/", verified.turn_id()))
-            .unwrap_or_default();
-        let reads = CallReads {
-            policy: policy.is_some(),
-            inbox: is_write.then_some(&call.call_id),
-            approval: is_write.then_some(ApprovalRead {
-                tool: tool.contract.name,
-                call_id: model_call_id,
-                turn: verified.turn_id(),
-                thread: verified.thread_id(),
-                user: verified.identity().user_id,
-                input: &call.args,
-            }),
         };
         let CallStart {
             mut tx,
@@ -295,24 +260,14 @@ impl Pipeline {
             authz,
             stored,
             approval,
-        } = begin_call(&self.pool, school, reads)
-            .instrument(tracing::info_span!("rover.toolserver.tenant", school_id = %school))
-            .await?;
+        } = open_call(&self.pool, call, &verified, tool, policy.is_some()).await?;
         if !school_exists {
             return Err(Failure::denied("the caller belongs to no school here"));
         }
         // 4. A write that already ran returns its stored reply, running nothing — but only to
         //    the actor and event it ran for.
         if let Some(stored) = stored {
-            let actor = verified.identity().user_id;
-            if stored.actor != Some(actor) || stored.event != tool.event {
-                return Err(Failure::denied("that call id was used by another call"));
-            }
-            tracing::info!("repeated call id: returning the stored reply");
-            return serde_json::from_value(stored.reply).map_err(|e| Failure {
-                outcome: ToolOutcome::Error,
-                message: format!("The stored reply is unreadable: {e}"),
-            });
+            return replay(stored, &verified, tool);
         }
         // 5–6. Live permission check, then the posture.
         if let (Some(permission), Some((policies, assignments))) = (policy, authz) {
@@ -356,17 +311,28 @@ impl Pipeline {
             trace_id,
             change,
         };
-        let stored = serde_json::to_value(&reply).map_err(|e| Failure {
-            outcome: ToolOutcome::Error,
-            message: format!("The reply could not be stored: {e}"),
-        })?;
-        finish_write(&mut tx, &entry, &call.call_id, &stored)
-            .instrument(tracing::info_span!("rover.toolserver.audit"))
-            .await?;
-        rover_settings::fault::point("toolserver.before-commit");
-        tx.commit().await?;
-        rover_settings::fault::point("toolserver.after-commit");
+        commit_write(tx, &entry, &reply).await?;
         Ok(reply)
+    }
+
+    /// Steps 1–2: a verified identity (cached by its exact bytes until it expires) and a call id
+    /// that belongs to the verified turn; a known tool, and arguments that match its schema
+    /// exactly.
+    fn admit(&self, call: &ToolCall) -> Result<(VerifiedTurnIdentity, &RpcTool), Failure> {
+        let verified = tracing::info_span!("rover.toolserver.identity")
+            .in_scope(|| self.verifier.verify(&call.identity))
+            .map_err(|e| Failure::denied(format!("no valid turn identity ({e})")))?;
+        if !call.call_id.belongs_to(verified.turn_id()) {
+            return Err(Failure::denied(
+                "the call id does not belong to the verified turn",
+            ));
+        }
+        let tool = self.tools.get(call.event.as_str()).ok_or_else(|| {
+            Failure::invalid(format!("Unknown tool event `{}`.", truncate(&call.event)))
+        })?;
+        tracing::Span::current().record("gen_ai.tool.name", tool.contract.name);
+        tracing::info_span!("rover.toolserver.schema").in_scope(|| validate(tool, &call.args))?;
+        Ok((verified, tool))
     }
 
     /// Step 5's permission check: [`rover_domain::policy::authorize`], the decision REST makes
@@ -393,6 +359,76 @@ impl Pipeline {
             }),
         }
     }
+}
+
+/// Steps 3–5 in one round trip: the tenant frame (fail closed when the school does not exist),
+/// a write's call-id lock, stored reply and approval, and the live policy rows.
+async fn open_call(
+    pool: &sqlx::PgPool,
+    call: &ToolCall,
+    verified: &VerifiedTurnIdentity,
+    tool: &RpcTool,
+    policy: bool,
+) -> Result<CallStart, Failure> {
+    let is_write = tool.contract.effect == Effect::Write;
+    let school = verified.scope().school_id;
+    let model_call_id = call
+        .call_id
+        .as_str()
+        .strip_prefix(&format!("{}/", verified.turn_id()))
+        .unwrap_or_default();
+    let reads = CallReads {
+        policy,
+        inbox: is_write.then_some(&call.call_id),
+        approval: is_write.then_some(ApprovalRead {
+            tool: tool.contract.name,
+            call_id: model_call_id,
+            turn: verified.turn_id(),
+            thread: verified.thread_id(),
+            user: verified.identity().user_id,
+            input: &call.args,
+        }),
+    };
+    Ok(begin_call(pool, school, reads)
+        .instrument(tracing::info_span!("rover.toolserver.tenant", school_id = %school))
+        .await?)
+}
+
+/// A repeated call id: the stored reply, to the actor and event it ran for only.
+fn replay(
+    stored: rover_domain::call::StoredReply,
+    verified: &VerifiedTurnIdentity,
+    tool: &RpcTool,
+) -> Result<ToolReply, Failure> {
+    let actor = verified.identity().user_id;
+    if stored.actor != Some(actor) || stored.event != tool.event {
+        return Err(Failure::denied("that call id was used by another call"));
+    }
+    tracing::info!("repeated call id: returning the stored reply");
+    serde_json::from_value(stored.reply).map_err(|e| Failure {
+        outcome: ToolOutcome::Error,
+        message: format!("The stored reply is unreadable: {e}"),
+    })
+}
+
+/// Step 7 for a write: its audit row and inbox row (with the reply to return to a repeat), then
+/// the commit.
+async fn commit_write(
+    mut tx: rover_domain::TenantTx,
+    entry: &AuditEntry<'_>,
+    reply: &ToolReply,
+) -> Result<(), Failure> {
+    let stored = serde_json::to_value(reply).map_err(|e| Failure {
+        outcome: ToolOutcome::Error,
+        message: format!("The reply could not be stored: {e}"),
+    })?;
+    finish_write(&mut tx, entry, &reply.call_id, &stored)
+        .instrument(tracing::info_span!("rover.toolserver.audit"))
+        .await?;
+    rover_settings::fault::point("toolserver.before-commit");
+    tx.commit().await?;
+    rover_settings::fault::point("toolserver.after-commit");
+    Ok(())
 }
 
 fn validate(tool: &RpcTool, args: &Value) -> Result<(), Failure> {

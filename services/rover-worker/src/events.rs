@@ -98,7 +98,7 @@ pub(crate) async fn publish_event(publisher: &Publisher, exchange: &str, event: 
         Ok(()) => {}
         // Nobody is streaming this turn right now; the recorded events serve a later resume.
         Err(rover_messaging::PublishError::Unroutable { .. }) => {
-            tracing::debug!(seq = event.seq, "no gateway is following this turn")
+            tracing::debug!(seq = event.seq, "no gateway is following this turn");
         }
         Err(error) => tracing::warn!(%error, seq = event.seq, "could not publish a turn event"),
     }

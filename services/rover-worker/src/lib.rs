@@ -73,39 +73,7 @@ impl App {
         let (broker, topology) = rover_messaging::connect_service(&settings.amqp, "rover-worker")
             .await
             .context("Failed to connect to RabbitMQ and declare the topology")?;
-        let model = ModelClient::new(ModelOptions {
-            base_url: settings.model.base_url.clone(),
-            api_key: settings.model.api_key.expose().clone(),
-            model: settings.model.name.clone(),
-            text_tool_calls: settings.model.text_tool_calls.recovers(),
-            provider: settings.model.provider.clone(),
-            fallbacks: settings
-                .model
-                .fallbacks
-                .iter()
-                .map(|fallback| ModelEndpoint {
-                    base_url: fallback.base_url.clone(),
-                    api_key: fallback
-                        .api_key
-                        .as_ref()
-                        .unwrap_or(&settings.model.api_key)
-                        .expose()
-                        .clone(),
-                    model: fallback.name.clone(),
-                    text_tool_calls: fallback
-                        .text_tool_calls
-                        .unwrap_or(settings.model.text_tool_calls)
-                        .recovers(),
-                    provider: fallback
-                        .provider
-                        .clone()
-                        .unwrap_or_else(|| settings.model.provider.clone()),
-                })
-                .collect(),
-            timeout: Duration::from_millis(settings.model.timeout_ms),
-            attempts: settings.agent.model_attempts,
-            backoff: Duration::from_millis(settings.model.backoff_ms),
-        });
+        let model = model_client(&settings);
         let tools = ToolRpc {
             client: broker.rpc_client(RpcOptions {
                 attempt_timeout: Duration::from_millis(settings.amqp.rpc_attempt_timeout_ms),
@@ -194,33 +162,7 @@ impl App {
             )
             .await
             .context("Failed to start consuming turns")?;
-        let ready = broker.clone();
-        let metrics = shared.metrics.clone();
-        let router = axum::Router::new()
-            .route("/healthz", axum::routing::get(|| async { "ok" }))
-            .route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let metrics = metrics.clone();
-                    async move { metrics.response() }
-                }),
-            )
-            .route(
-                "/readyz",
-                axum::routing::get(move || {
-                    let ready = ready.is_ready();
-                    async move {
-                        if ready {
-                            (axum::http::StatusCode::OK, "ready")
-                        } else {
-                            (
-                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                                "broker unreachable",
-                            )
-                        }
-                    }
-                }),
-            );
+        let router = health_router(&broker, &shared);
         let (stop_sweep, sweep_stopped) = tokio::sync::oneshot::channel::<()>();
         let sweeper = tokio::spawn(sweep_sandboxes_periodically(
             shared.settings.agent.clone(),
@@ -247,6 +189,75 @@ impl App {
         shared.pool.close().await;
         Ok(())
     }
+}
+
+/// `/healthz`, `/metrics` and `/readyz` (ready while the broker is reachable).
+fn health_router(broker: &Broker, shared: &Shared) -> axum::Router {
+    let ready = broker.clone();
+    let metrics = shared.metrics.clone();
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.response() }
+            }),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let ready = ready.is_ready();
+                async move {
+                    if ready {
+                        (axum::http::StatusCode::OK, "ready")
+                    } else {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "broker unreachable",
+                        )
+                    }
+                }
+            }),
+        )
+}
+
+/// The model client from `model.*` (its fallbacks inherit the primary's key, call style and
+/// provider unless they set their own) and the retry settings.
+fn model_client(settings: &Settings) -> ModelClient {
+    let model = &settings.model;
+    ModelClient::new(ModelOptions {
+        base_url: model.base_url.clone(),
+        api_key: model.api_key.expose().clone(),
+        model: model.name.clone(),
+        text_tool_calls: model.text_tool_calls.recovers(),
+        provider: model.provider.clone(),
+        fallbacks: model
+            .fallbacks
+            .iter()
+            .map(|fallback| ModelEndpoint {
+                base_url: fallback.base_url.clone(),
+                api_key: fallback
+                    .api_key
+                    .as_ref()
+                    .unwrap_or(&model.api_key)
+                    .expose()
+                    .clone(),
+                model: fallback.name.clone(),
+                text_tool_calls: fallback
+                    .text_tool_calls
+                    .unwrap_or(model.text_tool_calls)
+                    .recovers(),
+                provider: fallback
+                    .provider
+                    .clone()
+                    .unwrap_or_else(|| model.provider.clone()),
+            })
+            .collect(),
+        timeout: Duration::from_millis(model.timeout_ms),
+        attempts: settings.agent.model_attempts,
+        backoff: Duration::from_millis(model.backoff_ms),
+    })
 }
 
 /// Removes sandboxes unused for `sandbox_max_age_secs`, once; failures are logged (the next sweep

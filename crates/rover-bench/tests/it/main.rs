@@ -1,6 +1,11 @@
 //! Smoke test of the `rover-bench` binary: it starts and describes itself. (The benchmarks
 //! themselves run with `make bench`, never in `make test`.)
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 use std::process::Command;
 
 #[test]

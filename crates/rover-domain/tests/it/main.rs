@@ -1,6 +1,11 @@
 //! Integration tests of rover-domain against a real Postgres: each test provisions, migrates and
 //! seeds its own database (`TestDb`), so tests run in parallel without sharing state.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story: its setup, the act and every assertion in one place"
+)]
+
 mod campus;
 mod cross_tenant;
 mod departments;

@@ -139,7 +139,9 @@ async fn writing_a_row_of_another_school_fails() {
         .execute(tx.connection())
         .await
         .unwrap_err();
-    let code = insert.as_database_error().and_then(|e| e.code());
+    let code = insert
+        .as_database_error()
+        .and_then(sqlx::error::DatabaseError::code);
     assert_eq!(code.as_deref(), Some("42501"), "{insert}");
     drop(tx);
 

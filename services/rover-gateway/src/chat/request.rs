@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::rest::CAMPUS_HEADER;
 use crate::{Settings, input};
 
 #[derive(Debug, Clone, Copy)]
@@ -99,9 +100,6 @@ pub(super) struct UiMessage {
     #[serde(default)]
     parts: Vec<Value>,
 }
-
-/// The header a Hub may use to pick the chat's campus.
-pub(super) const CAMPUS_HEADER: &str = "x-rover-campus";
 
 /// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
 /// A chat is keyed by (school, user, id): the same id names another thread for every staff member,

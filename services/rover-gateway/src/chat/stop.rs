@@ -99,7 +99,7 @@ pub(super) async fn tell_workers_to_stop(state: &AppState, turns: &[TurnId]) {
         match state.publisher.publish(&exchange, &key, message).await {
             Ok(()) | Err(rover_messaging::PublishError::Unroutable { .. }) => {}
             Err(error) => {
-                tracing::warn!(%error, %turn, "could not tell the workers to stop a turn")
+                tracing::warn!(%error, %turn, "could not tell the workers to stop a turn");
             }
         }
     }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// How long an approval question stays answerable, in seconds.
-pub const QUESTION_TTL_SECS: i64 = 600;
+pub(crate) const QUESTION_TTL_SECS: i64 = 600;
 
 /// The key of the one input request Rover makes.
 const REQUEST_KEY: &str = "approval";

@@ -16,12 +16,12 @@ use rover_contracts::tools::{Effect, REGISTRY, ToolContract, ToolKind};
 use serde_json::{Value, json};
 
 /// The RPC tool with this name (local tools are not served over MCP).
-pub fn rpc_tool(name: &str) -> Option<&'static ToolContract> {
+pub(crate) fn rpc_tool(name: &str) -> Option<&'static ToolContract> {
     rover_contracts::tools::by_name(name).filter(|c| matches!(c.kind, ToolKind::Rpc { .. }))
 }
 
 /// The MCP definition of an RPC tool, built once per process from the contracts.
-pub fn definition(contract: &ToolContract) -> Option<Tool> {
+pub(crate) fn definition(contract: &ToolContract) -> Option<Tool> {
     static DEFINITIONS: OnceLock<HashMap<&'static str, Tool>> = OnceLock::new();
     DEFINITIONS
         .get_or_init(|| {
@@ -49,7 +49,7 @@ fn build(contract: &ToolContract) -> Tool {
 
 /// The schema of the envelope the tool server replies with, `{"data","scopeContext"}` or
 /// `{"error"}` (what `structuredContent` carries), around the tool's own output schema.
-pub fn envelope_schema(data: Value) -> JsonObject {
+pub(crate) fn envelope_schema(data: Value) -> JsonObject {
     object(json!({
         "type": "object",
         "oneOf": [

@@ -10,9 +10,9 @@
 //! - **`tools/call`** ([`server`]): a turn identity signed for the one call, through the tool
 //!   server's `execute()`; the envelope comes back as `structuredContent`.
 
-pub mod approval;
-pub mod catalogue;
-pub mod server;
+pub(crate) mod approval;
+pub(crate) mod catalogue;
+pub(crate) mod server;
 
 use axum::Router;
 use axum::extract::{FromRequestParts as _, Request, State};
@@ -31,9 +31,9 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Where the MCP endpoint is served.
-pub const PATH: &str = "/mcp";
+pub(crate) const PATH: &str = "/mcp";
 /// Where the protected-resource metadata is served (RFC 9728 §3).
-pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The MCP endpoint's settings (`[mcp]`, `ROVER_MCP__…`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ struct Door {
 struct RequestSpan(tracing::Span);
 
 /// `/mcp` (bearer token required) and the metadata documents (public).
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let settings = &state.settings;
     let config = StreamableHttpServerConfig::default()
         // Stateless: no session lives in one replica's memory, and a request is one answer.

@@ -43,7 +43,7 @@ const CALL_ID: &str = "mcp";
 
 /// Answers MCP requests for the gateway. Cheap to clone (rmcp makes one per request).
 #[derive(Debug, Clone)]
-pub struct McpServer {
+pub(crate) struct McpServer {
     state: AppState,
     rpc: RpcClient,
     exchange: String,
@@ -68,7 +68,7 @@ struct Round {
 impl McpServer {
     /// A server over the gateway's broker connection, with an RPC client of its own (its reply
     /// channel opens on the first call) and the worker's RPC deadlines (`amqp.rpc_*`).
-    pub fn new(state: &AppState) -> Self {
+    pub(crate) fn new(state: &AppState) -> Self {
         let amqp = &state.settings.amqp;
         let rpc = state.broker.rpc_client(RpcOptions {
             attempt_timeout: Duration::from_millis(amqp.rpc_attempt_timeout_ms),

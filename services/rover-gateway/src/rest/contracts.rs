@@ -28,7 +28,7 @@ pub fn tool_contracts_json() -> String {
 
 /// One contract as an object: `name`, `event` (RPC tools only), `label`, `description`, `owner`,
 /// `effect`, `posture`, `argsSchema`, `outputSchema`.
-pub fn contract(contract: &ToolContract) -> Value {
+pub(crate) fn contract(contract: &ToolContract) -> Value {
     let mut object = Map::new();
     object.insert("name".into(), contract.name.into());
     if let Some(event) = contract.event() {

@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 /// The header a school-wide user names a campus with, to act within it. A campus-tied user is
 /// always in their own campus: naming another is refused.
-pub const CAMPUS_HEADER: &str = "x-rover-campus";
+pub(crate) const CAMPUS_HEADER: &str = "x-rover-campus";
 
 /// A JSON request body of type `T`. Unknown fields are refused wherever `T` denies them (every
 /// contract argument type does), exactly as the tool server refuses them.
@@ -29,7 +29,7 @@ pub const CAMPUS_HEADER: &str = "x-rover-campus";
 /// a malformed id) is `invalid_arguments` (400); a body over the size limit is `too_large` (413);
 /// a body nested deeper than `http.max_json_depth` is `invalid_request` (400).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Body<T>(pub T);
+pub(crate) struct Body<T>(pub T);
 
 impl<T> FromRequest<AppState> for Body<T>
 where
@@ -47,7 +47,7 @@ where
 /// Query-string parameters of type `T` (`?query=…&classId=…`). Parameters that do not fit `T` (a
 /// missing required one, an unknown one, a malformed id) are `invalid_arguments` (400).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Params<T>(pub T);
+pub(crate) struct Params<T>(pub T);
 
 impl<T, S> FromRequestParts<S> for Params<T>
 where
@@ -67,7 +67,7 @@ where
 fn query_error(rejection: &QueryRejection) -> ApiError {
     let cause = rejection
         .source()
-        .map_or_else(|| rejection.body_text(), |source| source.to_string());
+        .map_or_else(|| rejection.body_text(), std::string::ToString::to_string);
     ApiError::new(
         ErrorCode::InvalidArguments,
         format!("The query parameters do not fit this endpoint: {cause}."),
@@ -77,7 +77,7 @@ fn query_error(rejection: &QueryRejection) -> ApiError {
 /// The one path parameter of a route (`/api/departments/{id}`), parsed as `T` (a typed id).
 /// Something that is not an id is `invalid_request` (400).
 #[derive(Debug, Clone, Copy)]
-pub struct PathId<T>(pub T);
+pub(crate) struct PathId<T>(pub T);
 
 impl<T, S> FromRequestParts<S> for PathId<T>
 where
@@ -108,7 +108,7 @@ where
 /// `invalid_request` (400); whether the caller may use that campus is decided with live rows when
 /// their scope is minted.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Campus(pub Option<CampusId>);
+pub(crate) struct Campus(pub Option<CampusId>);
 
 impl<S> FromRequestParts<S> for Campus
 where

@@ -13,9 +13,9 @@
 //! [`Endpoint`]); its permission and audit event come from that contract, never from a copy, so
 //! REST and the tool cannot disagree about who may do what or how it is recorded.
 
-pub mod contracts;
-pub mod extract;
-pub mod openapi;
+pub(crate) mod contracts;
+pub(crate) mod extract;
+pub(crate) mod openapi;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument as _;
 
 pub use contracts::tool_contracts_json;
-pub use extract::{Body, CAMPUS_HEADER, Campus, Params, PathId};
+pub(crate) use extract::{Body, CAMPUS_HEADER, Campus, Params, PathId};
 
 use crate::auth::Principal;
 use crate::caller;
@@ -46,7 +46,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The REST routes.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(
             "/api/departments",
@@ -63,7 +63,7 @@ pub fn router() -> Router<AppState> {
 /// A REST endpoint's tool: the contract it mirrors, with the event its writes are audited as and
 /// the permission its casbin gate checks.
 #[derive(Debug, Clone, Copy)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The tool contract.
     pub contract: &'static ToolContract,
     /// The tool's event (`create.department`), recorded on audit rows.
@@ -75,7 +75,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// The endpoint of a policy-posture RPC tool. Evaluated in `const` items, so tying an endpoint
     /// to a local or relationship-posture tool fails to compile.
-    pub const fn policy(contract: &'static ToolContract) -> Self {
+    pub(crate) const fn policy(contract: &'static ToolContract) -> Self {
         match contract.kind {
             ToolKind::Rpc {
                 event,
@@ -91,22 +91,22 @@ impl Endpoint {
 }
 
 /// `GET /api/departments`.
-pub const LIST_DEPARTMENTS: Endpoint = Endpoint::policy(&tools::ListDepartments::CONTRACT);
+pub(crate) const LIST_DEPARTMENTS: Endpoint = Endpoint::policy(&tools::ListDepartments::CONTRACT);
 /// `POST /api/departments`.
-pub const CREATE_DEPARTMENT: Endpoint = Endpoint::policy(&tools::CreateDepartment::CONTRACT);
+pub(crate) const CREATE_DEPARTMENT: Endpoint = Endpoint::policy(&tools::CreateDepartment::CONTRACT);
 /// `PATCH /api/departments/{id}`.
-pub const RENAME_DEPARTMENT: Endpoint = Endpoint::policy(&tools::RenameDepartment::CONTRACT);
+pub(crate) const RENAME_DEPARTMENT: Endpoint = Endpoint::policy(&tools::RenameDepartment::CONTRACT);
 /// `GET /api/classes`.
-pub const LIST_CLASSES: Endpoint = Endpoint::policy(&tools::ListClasses::CONTRACT);
+pub(crate) const LIST_CLASSES: Endpoint = Endpoint::policy(&tools::ListClasses::CONTRACT);
 /// `GET /api/students`.
-pub const FIND_STUDENTS: Endpoint = Endpoint::policy(&tools::FindStudents::CONTRACT);
+pub(crate) const FIND_STUDENTS: Endpoint = Endpoint::policy(&tools::FindStudents::CONTRACT);
 /// `GET /api/staff`.
-pub const LIST_STAFF: Endpoint = Endpoint::policy(&tools::ListStaff::CONTRACT);
+pub(crate) const LIST_STAFF: Endpoint = Endpoint::policy(&tools::ListStaff::CONTRACT);
 
 /// The body of `PATCH /api/departments/{id}`: the department comes from the path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RenameDepartmentBody {
+pub(crate) struct RenameDepartmentBody {
     /// The department's new name.
     #[schemars(length(min = 1, max = 100))]
     pub name: String,
@@ -312,7 +312,7 @@ async fn tool_labels() -> Json<serde_json::Map<String, serde_json::Value>> {
 }
 
 /// The label registry as a JSON object.
-pub fn tool_labels_map() -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn tool_labels_map() -> serde_json::Map<String, serde_json::Value> {
     tools::labels()
         .map(|(name, label)| (name.to_owned(), serde_json::Value::from(label)))
         .collect()

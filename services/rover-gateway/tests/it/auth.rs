@@ -14,7 +14,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::UserId;
 use rover_gateway::AuthSettings;
-use rover_gateway::auth::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
+use rover_gateway::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
 use rover_settings::Secret;
 use rover_testkit::TurnKeys;
 use serde_json::{Value, json};

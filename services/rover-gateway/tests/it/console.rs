@@ -115,7 +115,7 @@ async fn without_a_built_console_the_root_says_to_run_make_console() {
     let root = fetch(&rest, Method::GET, "/").await;
     assert_eq!(root.status, StatusCode::OK);
     assert!(root.content_type.starts_with("text/plain"));
-    assert_eq!(root.text, rover_gateway::console::NOT_BUILT);
+    assert_eq!(root.text, rover_gateway::NOT_BUILT);
     assert!(root.text.contains("make console"));
     assert_json_not_found(&fetch(&rest, Method::GET, "/assets/index-1234.js").await);
 }

@@ -23,7 +23,7 @@ async fn serve(rest: &Rest) -> (SocketAddr, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(rover_gateway::edge::serve(
+    tokio::spawn(rover_gateway::serve(
         listener,
         rest.router.clone(),
         rest.state.settings.http.clone(),

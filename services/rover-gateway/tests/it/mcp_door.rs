@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
 use chrono::Utc;
 use rover_contracts::ids::UserId;
-use rover_gateway::auth::dev_token;
+use rover_gateway::dev_token;
 use serde_json::json;
 
 use crate::rest::{ADMIN, Rest, spawn_rest_with};

@@ -15,10 +15,10 @@ use rover_contracts::tools::{
 };
 use rover_domain::testing::TestDb;
 use rover_gateway::Settings;
-use rover_gateway::auth::{Authenticator, dev_token};
-use rover_gateway::rest::contracts::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE};
-use rover_gateway::rest::{ErrorBody, ErrorDetail, tool_contracts_json};
-use rover_gateway::state::{AppState, Shared};
+use rover_gateway::{AppState, Shared};
+use rover_gateway::{Authenticator, dev_token};
+use rover_gateway::{ErrorBody, ErrorDetail, tool_contracts_json};
+use rover_gateway::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE};
 use rover_settings::Secret;
 use rover_testkit::{TestVhost, TurnKeys, within};
 use serde_json::{Value, json};
@@ -82,13 +82,13 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
     .await
     .expect("the broker is reachable");
     let publisher = broker.publisher();
-    let events = rover_gateway::events::TurnEvents::start(&broker, &topology)
+    let events = rover_gateway::TurnEvents::start(&broker, &topology)
         .await
         .expect("subscribe to turn events");
     let auth = Authenticator::new(&settings.auth).expect("the default auth settings load");
-    let (metrics, registry) = rover_gateway::observe::metrics();
-    let resumes = rover_gateway::limits::StreamSlots::new(settings.chat.max_resumes_per_user);
-    let proxies = rover_gateway::limits::TrustedProxies::parse(&settings.http.trusted_proxies)
+    let (metrics, registry) = rover_gateway::metrics();
+    let resumes = rover_gateway::StreamSlots::new(settings.chat.max_resumes_per_user);
+    let proxies = rover_gateway::TrustedProxies::parse(&settings.http.trusted_proxies)
         .expect("the trusted proxies parse");
     let state = AppState(Arc::new(Shared {
         resumes,
@@ -101,7 +101,7 @@ pub(crate) async fn spawn_rest_with(configure: impl FnOnce(&mut Settings)) -> Re
         topology,
         auth,
         signer: keys.signer(),
-        questions: rover_gateway::mcp::approval::Questions::new(&keys.signer())
+        questions: rover_gateway::Questions::new(&keys.signer())
             .expect("the approval secret derives"),
         metrics,
         registry,

@@ -66,7 +66,11 @@ async fn for_every_demo_user_the_inventory_is_the_tools_and_the_roster_is_the_su
                 sent,
                 "{email}: inventory drifted"
             );
-            let built: Vec<&str> = agent.subagents.iter().map(|s| s.name()).collect();
+            let built: Vec<&str> = agent
+                .subagents
+                .iter()
+                .map(rover_agent::Agent::name)
+                .collect();
             assert_eq!(
                 roster(&agent.system_prompt),
                 built,
