@@ -25,8 +25,13 @@ echo "eval: starting llama-server on 127.0.0.1:$PORT with $(basename "$MODEL") (
 # --jinja: the model's own chat template, with llama.cpp's tool-call parsing; --temp 0 and a fixed
 # seed: the same answers on every run; -c: room for Rover's system prompt and tool schemas; -n: at
 # most 256 tokens per answer (Rover sends no max_tokens; a small model can ramble to the context's end).
+# On a CPU that reports AMX, llama.cpp built with GGML_NATIVE repacks the weights for its AMX
+# kernels, which crash (SIGSEGV in ggml_backend_amx_mul_mat) on the virtual machines seen here;
+# --no-repack keeps the plain CPU kernels there. Elsewhere nothing changes.
+EXTRA=()
+if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then EXTRA+=(--no-repack); fi
 "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" --jinja -c 8192 -np 1 -t "$(nproc)" \
-  -n 256 --temp 0 --seed 42 --alias "$(basename "$MODEL" .gguf)" > "$LOG" 2>&1 &
+  -n 256 --temp 0 --seed 42 --alias "$(basename "$MODEL" .gguf)" "${EXTRA[@]}" > "$LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do
