@@ -73,7 +73,8 @@ impl Gate {
             school,
             user,
             thread,
-            chain: call.chain.clone(),
+            turn: answering,
+            continues: vec![paused],
         };
         let store = PgTurnStore::for_turn(pool.clone(), key, DailyLimits::default());
         let gate = Gate { pool, store, call };

@@ -39,8 +39,10 @@ pub struct TurnKey {
     pub user: UserId,
     /// The chat.
     pub thread: ThreadId,
-    /// The turns it continues after an approval (root first), then the turn itself.
-    pub chain: Vec<TurnId>,
+    /// The turn.
+    pub turn: TurnId,
+    /// The paused turns it continues after an approval, root first (none for a new message).
+    pub continues: Vec<TurnId>,
 }
 
 /// Attempts at recording a part of a turn, and the pauses between them (doubling, capped): about
@@ -56,29 +58,30 @@ const VOID: &str = "This action was not approved for this request (the approval 
 impl PgTurnStore {
     /// The store of `request`'s turn, drawing on the user's and school's `daily` token limits.
     pub fn new(pool: sqlx::PgPool, request: &TurnRequest, daily: DailyLimits) -> Self {
-        let mut chain = match &request.input {
-            TurnInput::Continue { chain } => chain.clone(),
-            _ => Vec::new(),
-        };
-        chain.push(request.turn_id);
         let key = TurnKey {
             school: request.context.user_details.school.id,
             user: request.context.user_details.user_id,
             thread: request.thread_id,
-            chain,
+            turn: request.turn_id,
+            continues: match &request.input {
+                TurnInput::Continue { chain } => chain.clone(),
+                _ => Vec::new(),
+            },
         };
         Self::for_turn(pool, key, daily)
     }
 
-    /// The store of the turn `key` names (the last of its chain).
+    /// The store of the turn `key` names.
     pub fn for_turn(pool: sqlx::PgPool, key: TurnKey, daily: DailyLimits) -> Self {
+        let mut chain = key.continues;
+        chain.push(key.turn);
         Self {
             pool,
             school: key.school,
             user: key.user,
             thread: key.thread,
-            turn: key.chain.last().copied().unwrap_or_default(),
-            chain: key.chain,
+            turn: key.turn,
+            chain,
             daily,
         }
     }
