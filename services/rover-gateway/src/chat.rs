@@ -22,6 +22,7 @@ use rover_contracts::identity::TurnGrant;
 use rover_contracts::ids::{SchoolId, TurnId};
 use rover_contracts::wire::{self, TurnEvent, TurnEventKind, TurnRequest};
 use rover_messaging::OutgoingMessage;
+use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -31,14 +32,19 @@ use crate::{DoubleTexting, Settings, caller, input};
 use rover_turnstore::conversation::WhenBusy;
 
 mod chunks;
+mod history;
 mod request;
 mod stream;
 
 mod approvals;
 mod stop;
+pub(crate) use history::messages;
+use request::campus_choice;
+pub(crate) use request::thread_id;
 pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
-use request::{campus_choice, thread_id};
-use stop::{stop, tell_workers_to_stop};
+use stop::stop;
+pub(crate) use stop::tell_workers_to_stop;
+pub(crate) use stop::{Stopped, stop_thread};
 use stream::stream_response;
 
 /// The chat routes.
@@ -71,15 +77,29 @@ async fn post_chat(
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
         .record("thread_id", tracing::field::display(chat.thread));
-    let (request, school, interrupted) =
-        open_chat_turn(&state, &principal, turn, campus, chat).await?;
-    tell_workers_to_stop(&state, &interrupted).await;
     let trace = current_trace_id();
-    // Follow before publishing, so no event can slip past.
-    let (following, events) = state.events.follow(turn);
-    publish_turn(&state, &request, school).await?;
-    tracing::info!(%turn, thread = %request.thread_id, "turn published");
-    state.metrics.turns_published.inc();
+    // Opened and published in a task of its own: a client that disconnects drops this handler,
+    // and must not cancel it between the commit and the publish (a turn committed open but never
+    // published would hold the chat until its identity expired, and a Stop would wait for an end
+    // that never comes). Dropping the handle does not cancel the task.
+    let opened = tokio::spawn(
+        {
+            let (state, trace) = (state.clone(), trace.clone());
+            async move {
+                let (request, school, interrupted) =
+                    open_chat_turn(&state, &principal, turn, campus, chat, &trace).await?;
+                tell_workers_to_stop(&state, &interrupted).await;
+                // Follow before publishing, so no event can slip past.
+                let followed = state.events.follow(turn);
+                publish_turn(&state, &request, school).await?;
+                tracing::info!(%turn, thread = %request.thread_id, "turn published");
+                state.metrics.turns_published.inc();
+                Ok::<_, ApiError>(followed)
+            }
+        }
+        .in_current_span(),
+    );
+    let (following, events) = opened.await.map_err(ApiError::internal)??;
     Ok(stream_response(
         &state,
         turn,
@@ -102,11 +122,15 @@ async fn open_chat_turn(
     principal: &Principal,
     turn: TurnId,
     campus: Option<rover_contracts::ids::CampusId>,
-    chat: ChatTurn,
+    mut chat: ChatTurn,
+    trace: &str,
 ) -> Result<(TurnRequest, SchoolId, Vec<TurnId>), ApiError> {
     let thread = chat.thread;
     let mut tx = caller::tenant(state, principal).await?;
-    let caller = caller::resolve(&mut tx, principal, campus, chat.attachments).await?;
+    let attachments = std::mem::take(&mut chat.attachments);
+    let caller = caller::resolve(&mut tx, principal, campus, attachments).await?;
+    // A message on the id of a chat deleted earlier opens it afresh.
+    rover_turnstore::conversation::reopen(&mut tx, thread).await?;
     rover_turnstore::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
@@ -131,6 +155,8 @@ async fn open_chat_turn(
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
     rover_turnstore::conversation::start_turn(&mut tx, thread, turn).await?;
+    let opening = opening(&chat, &caller, turn, trace);
+    rover_turnstore::chats::record_turn(&mut tx, thread, turn, &opening).await?;
     let (input, message_id) = approvals::bind(
         &mut tx,
         principal,
@@ -163,6 +189,51 @@ async fn open_chat_turn(
         input,
     };
     Ok((request, caller.school, interrupted))
+}
+
+/// What the chat keeps of this POST, so it reads back as the client held it: the staff member's
+/// message (its id filled in if the client sent none), or the answers it carried; a new chat's
+/// title comes from its first message.
+fn opening<'a>(
+    chat: &'a ChatTurn,
+    caller: &caller::Caller,
+    turn: TurnId,
+    trace: &str,
+) -> rover_turnstore::chats::Opening<'a> {
+    let sent = chat.sent.clone().map(|mut sent| {
+        if sent.get("id").is_none() {
+            sent["id"] = serde_json::Value::from(format!("user-{turn}"));
+        }
+        sent
+    });
+    let title = match &chat.input {
+        wire::TurnInput::Message { text } => rover_turnstore::chats::title_from(text),
+        _ => None,
+    };
+    let answers = match &chat.input {
+        wire::TurnInput::AskUserAnswer {
+            tool_call_id,
+            output,
+        } => {
+            Some(serde_json::json!({ "answer": { "toolCallId": tool_call_id, "output": output } }))
+        }
+        _ if !chat.approvals.is_empty() => Some(serde_json::json!({
+            "approvals": chat.approvals.iter().map(|a| serde_json::json!({
+                "approvalId": a.approval_id,
+                "approved": a.approved,
+                "reason": a.reason,
+            })).collect::<Vec<_>>(),
+        })),
+        _ => None,
+    };
+    rover_turnstore::chats::Opening {
+        chat_id: &chat.chat_id,
+        campus: caller.scope().run_mode.campus().map(|c| c.id),
+        title,
+        sent,
+        answers,
+        trace_id: (!trace.is_empty()).then(|| trace.to_owned()),
+    }
 }
 
 /// Publishes the turn for a worker. Unroutable, or nacked because the turns queue is full

@@ -47,6 +47,11 @@ pub(crate) struct ChatTurn {
     /// The staff member's answers to approval requests (then `input` is a `Continue` whose chain
     /// the gateway learns when it records them).
     pub(crate) approvals: Vec<rover_turnstore::approvals::ApprovalAnswer>,
+    /// The client's chat id.
+    pub(crate) chat_id: String,
+    /// The staff member's message as the client sent it (`id`, `role`, `parts`, `metadata`),
+    /// kept so the chat reads back as the client held it; `None` for an answer.
+    pub(crate) sent: Option<Value>,
 }
 
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
@@ -73,12 +78,18 @@ pub(crate) fn parse_chat_request(
     } else {
         (TurnInput::Continue { chain: Vec::new() }, Vec::new())
     };
+    let sent = match (&input, body.messages.last()) {
+        (TurnInput::Message { .. }, Some(last)) => Some(last.as_sent()),
+        _ => None,
+    };
     Ok(ChatTurn {
         thread,
         input,
         attachments,
         campus: body.campus_id,
         approvals,
+        chat_id: body.id,
+        sent,
     })
 }
 
@@ -96,16 +107,34 @@ pub(super) struct ChatRequest {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct UiMessage {
+    #[serde(default)]
+    id: Option<String>,
     role: String,
     #[serde(default)]
     parts: Vec<Value>,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+impl UiMessage {
+    /// The message as the client holds it (a missing id is left for the gateway to fill).
+    fn as_sent(&self) -> Value {
+        let mut sent = serde_json::json!({ "role": self.role, "parts": self.parts });
+        if let Some(id) = &self.id {
+            sent["id"] = Value::from(id.as_str());
+        }
+        if let Some(metadata) = self.metadata.as_ref().filter(|m| !m.is_null()) {
+            sent["metadata"] = metadata.clone();
+        }
+        sent
+    }
 }
 
 /// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
 /// A chat is keyed by (school, user, id): the same id names another thread for every staff member,
 /// so a colleague can neither claim an id first nor learn that it is in use — every chat route
 /// answers a colleague's id exactly as an unused one.
-pub(super) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
+pub(crate) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
     let valid = !chat.is_empty()
         && chat.len() <= 200
         && chat
