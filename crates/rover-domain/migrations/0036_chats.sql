@@ -104,3 +104,27 @@ AS $$
     SELECT count(*) FROM gone
 $$;
 REVOKE EXECUTE ON FUNCTION rover_forget_deleted_threads(interval) FROM PUBLIC;
+
+-- Searching a user's chats. Row-level security applies its tenant condition before any
+-- condition of the query that is not leakproof, and full-text matching (`@@`) is not: under the
+-- policy the planner may not use the indexes above and scans the school's rows instead. So the
+-- search runs here, past row-level security, with the very condition the policy adds — the
+-- transaction's `app.school_id` — spelled out, and the caller's user: it returns thread ids of that
+-- user in the caller's school, nothing else. The list then reads those threads under the policy.
+CREATE FUNCTION rover_search_threads(uuid, text) RETURNS SETOF uuid
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.id FROM public.threads t
+    WHERE t.school_id = nullif(current_setting('app.school_id', true), '')::uuid
+      AND t.user_id = $1
+      AND to_tsvector('english', coalesce(t.title, '')) @@ websearch_to_tsquery('english', $2)
+    UNION
+    SELECT t.id FROM public.conversation_log c
+    JOIN public.threads t ON t.school_id = c.school_id AND t.id = c.thread_id
+    WHERE c.school_id = nullif(current_setting('app.school_id', true), '')::uuid
+      AND t.user_id = $1
+      AND c.message->>'role' IN ('user', 'assistant')
+      AND to_tsvector('english', coalesce(c.message->>'content', ''))
+          @@ websearch_to_tsquery('english', $2)
+$$;
+REVOKE EXECUTE ON FUNCTION rover_search_threads(uuid, text) FROM PUBLIC;
