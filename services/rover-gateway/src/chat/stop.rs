@@ -84,8 +84,32 @@ pub(crate) async fn stop_thread(
             ended?;
             Ok(Stopped::Ended(turns))
         }
-        Err(_) => Ok(Stopped::Ending(turns)),
+        // A `finish` published while this replica's events subscription was reconnecting is
+        // recorded all the same: one last look before answering that the turns are still ending.
+        Err(_) => {
+            for turn in &turns {
+                if !finish_recorded(state, principal, *turn).await? {
+                    return Ok(Stopped::Ending(turns));
+                }
+            }
+            Ok(Stopped::Ended(turns))
+        }
     }
+}
+
+/// Whether `turn`'s `finish` is recorded.
+async fn finish_recorded(
+    state: &AppState,
+    principal: &Principal,
+    turn: TurnId,
+) -> Result<bool, ApiError> {
+    let mut tx = caller::tenant(state, principal).await?;
+    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
+    tx.commit().await?;
+    Ok(recorded
+        .into_iter()
+        .filter_map(|payload| serde_json::from_value::<TurnEvent>(payload).ok())
+        .any(|event| matches!(event.event, TurnEventKind::Finish { .. })))
 }
 
 /// Waits until `turn` has ended: its `finish` recorded already, or arriving on `live`.
@@ -95,19 +119,11 @@ async fn wait_ended(
     turn: TurnId,
     mut live: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
 ) -> Result<(), ApiError> {
-    let finished = |event: &TurnEvent| matches!(event.event, TurnEventKind::Finish { .. });
-    let mut tx = caller::tenant(state, principal).await?;
-    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
-    tx.commit().await?;
-    if recorded
-        .into_iter()
-        .filter_map(|payload| serde_json::from_value::<TurnEvent>(payload).ok())
-        .any(|event| finished(&event))
-    {
+    if finish_recorded(state, principal, turn).await? {
         return Ok(());
     }
     while let Some(event) = live.recv().await {
-        if finished(&event) {
+        if matches!(event.event, TurnEventKind::Finish { .. }) {
             break;
         }
     }
