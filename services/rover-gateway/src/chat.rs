@@ -40,6 +40,7 @@ mod approvals;
 mod stop;
 pub(crate) use history::messages;
 use request::campus_choice;
+use request::opening;
 pub(crate) use request::thread_id;
 pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
 use stop::stop;
@@ -189,51 +190,6 @@ async fn open_chat_turn(
         input,
     };
     Ok((request, caller.school, interrupted))
-}
-
-/// What the chat keeps of this POST, so it reads back as the client held it: the staff member's
-/// message (its id filled in if the client sent none), or the answers it carried; a new chat's
-/// title comes from its first message.
-fn opening<'a>(
-    chat: &'a ChatTurn,
-    caller: &caller::Caller,
-    turn: TurnId,
-    trace: &str,
-) -> rover_turnstore::chats::Opening<'a> {
-    let sent = chat.sent.clone().map(|mut sent| {
-        if sent.get("id").is_none() {
-            sent["id"] = serde_json::Value::from(format!("user-{turn}"));
-        }
-        sent
-    });
-    let title = match &chat.input {
-        wire::TurnInput::Message { text } => rover_turnstore::chats::title_from(text),
-        _ => None,
-    };
-    let answers = match &chat.input {
-        wire::TurnInput::AskUserAnswer {
-            tool_call_id,
-            output,
-        } => {
-            Some(serde_json::json!({ "answer": { "toolCallId": tool_call_id, "output": output } }))
-        }
-        _ if !chat.approvals.is_empty() => Some(serde_json::json!({
-            "approvals": chat.approvals.iter().map(|a| serde_json::json!({
-                "approvalId": a.approval_id,
-                "approved": a.approved,
-                "reason": a.reason,
-            })).collect::<Vec<_>>(),
-        })),
-        _ => None,
-    };
-    rover_turnstore::chats::Opening {
-        chat_id: &chat.chat_id,
-        campus: caller.scope().run_mode.campus().map(|c| c.id),
-        title,
-        sent,
-        answers,
-        trace_id: (!trace.is_empty()).then(|| trace.to_owned()),
-    }
 }
 
 /// Publishes the turn for a worker. Unroutable, or nacked because the turns queue is full
