@@ -22,6 +22,9 @@ pub(crate) struct SqlOnly {
     pool: sqlx::PgPool,
     reader: (Actor, CallScope),
     writer: (Actor, CallScope),
+    /// The policy version the last call read (the tool server keeps it per school): the rows are
+    /// read again only when it moves. `-1`: none yet.
+    policy_version: std::sync::atomic::AtomicI64,
 }
 
 impl SqlOnly {
@@ -38,20 +41,40 @@ impl SqlOnly {
             pool,
             reader: caller(world.context(READER).await?),
             writer: caller(world.context(WRITER).await?),
+            policy_version: std::sync::atomic::AtomicI64::new(-1),
         }))
     }
 
-    /// The read's SQL: opening query (tenant, school, policy rows), the query; rolled back.
+    /// The policy version to send: the last one read, as the tool server sends it.
+    fn cached(&self) -> Option<i64> {
+        Some(
+            self.policy_version
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+        .filter(|v| *v >= 0)
+    }
+
+    fn remember(&self, version: Option<i64>) {
+        if let Some(version) = version {
+            self.policy_version
+                .store(version, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The read's SQL: opening query (tenant, school, policy version — and the policy rows only
+    /// when it moved), the query; rolled back.
     pub(crate) async fn read(&self) -> Result<(), SqlError> {
         let (actor, scope) = &self.reader;
         let reads = CallReads {
             policy: true,
+            policy_cached: self.cached(),
             inbox: None,
             approval: None,
         };
         let mut start = begin_call(&self.pool, scope.school_id, reads)
             .await
             .map_err(SqlError::step("opening the read's transaction"))?;
+        self.remember(start.policy_version);
         rover_domain::list_departments(&mut start.tx, actor, scope, &NoArgs::default())
             .await
             .map_err(SqlError::step("listing the departments"))?;
@@ -72,6 +95,7 @@ impl SqlOnly {
         let input = serde_json::json!({ "name": name });
         let reads = CallReads {
             policy: true,
+            policy_cached: self.cached(),
             inbox: Some(&call_id),
             approval: Some(ApprovalRead {
                 tool: "create_department",
@@ -85,6 +109,7 @@ impl SqlOnly {
         let mut start = begin_call(&self.pool, scope.school_id, reads)
             .await
             .map_err(SqlError::step("opening the write's transaction"))?;
+        self.remember(start.policy_version);
         let args = CreateDepartmentArgs { name };
         let written = rover_domain::create_department(&mut start.tx, actor, scope, &args)
             .await

@@ -15,6 +15,9 @@ pub(crate) const UTTERANCE: &str = "List the departments";
 /// Who says it.
 pub(crate) const SPEAKER: &str = "admin@hill.school";
 
+/// The daily token limits of the bench's user and school: out of reach of any run.
+const BENCH_DAILY_TOKENS: &str = "1000000000000";
+
 /// How a stack is configured, beyond this run's vhost, database and keys.
 #[derive(Debug, Clone)]
 pub(crate) struct StackOptions {
@@ -41,9 +44,16 @@ impl Stack {
                 "rover-toolserver",
                 [("ROVER_AMQP__PREFETCH", crate::toolhop::TOOLSERVER_PREFETCH)],
             )
+            // One user says every turn of a run (1,000 at once in the streams row), far more
+            // than a staff member's day: the daily ledger still reserves and settles every model
+            // call, against limits set out of reach (`0` would skip that work).
             .service_env(
                 "rover-worker",
-                [("ROVER_AMQP__PREFETCH", options.worker_prefetch.to_string())],
+                [
+                    ("ROVER_AMQP__PREFETCH", options.worker_prefetch.to_string()),
+                    ("ROVER_BUDGET__USER_DAILY_TOKENS", BENCH_DAILY_TOKENS.to_owned()),
+                    ("ROVER_BUDGET__SCHOOL_DAILY_TOKENS", BENCH_DAILY_TOKENS.to_owned()),
+                ],
             )
             // One user opens every turn here, from one address: the per-user limit on open turns
             // and the per-address connection cap (guards against one client hogging a replica)

@@ -1,5 +1,6 @@
 //! One tool call's database work in as few round trips as it can take: [`begin_call`] opens the
-//! tenant transaction, checks the school, reads the live policy rows and (for a write) locks the
+//! tenant transaction, checks the school, reads the school's policy version (and the live policy
+//! rows only when the version moved since the caller last read them) and (for a write) locks the
 //! call id, reads its stored reply and its approval — all in **one** round trip; [`finish_write`] records the
 //! audit row and the inbox row in one statement. So a read is two round trips before its answer
 //! (this and the query), and a write four (this, the write, [`finish_write`], `COMMIT`).
@@ -12,15 +13,22 @@ use sqlx::{PgPool, Row as _};
 use uuid::Uuid;
 
 use crate::audit::AuditEntry;
-use crate::policy::{AuthzRow, LOAD_SQL, from_rows};
+#[cfg(doc)]
+use crate::policy::LOAD_SQL;
+use crate::policy::{AuthzRow, from_rows};
 use crate::tenant::{BYPASSES_RLS, begin_sql, bypass_refused};
 use crate::{DomainError, TenantTx};
 
 /// What [`begin_call`] reads besides opening the transaction.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallReads<'a> {
-    /// Read the school's policy rows and role assignments (a policy-gated tool).
+    /// Read the school's policy version, and its policy rows and role assignments unless the
+    /// version is still `policy_cached` (a policy-gated tool).
     pub policy: bool,
+    /// The policy version the caller last read the rows at: the rows are read again only when
+    /// the school's version differs (`policy_versions`, bumped by trigger in the transaction that
+    /// changes a row), so a change is seen on the very next call.
+    pub policy_cached: Option<i64>,
     /// Lock this call id for the transaction and read its stored reply (a write).
     pub inbox: Option<&'a ToolCallId>,
     /// Read whether this write needs approval, and whether it has one (a write).
@@ -74,8 +82,11 @@ pub struct CallStart {
     pub tx: TenantTx,
     /// Whether the school exists (row-level security shows only its own row).
     pub school_exists: bool,
-    /// The live policy rows and role assignments, if asked for.
+    /// The live policy rows and role assignments, if asked for and the version moved from
+    /// `policy_cached` (else the caller's rows of that version are still the live ones).
     pub authz: Option<(Vec<PolicyRow>, Vec<RoleAssignment>)>,
+    /// The school's policy version, if asked for.
+    pub policy_version: Option<i64>,
     /// The call id's stored reply, if asked for and the call already ran.
     pub stored: Option<StoredReply>,
     /// The write's approval, if asked for.
@@ -108,10 +119,16 @@ pub async fn begin_call(
     let (tx, rows) = opened?;
     let mut context = None;
     let mut authz_rows: Vec<AuthzRow> = Vec::new();
+    let mut policy_version = None;
     for row in rows {
         if row.try_column("bypasses_rls").is_ok() {
             context = Some(row);
-        } else if row.try_column("is_policy").is_ok() {
+        } else if row.try_column("policy_version").is_ok() {
+            policy_version = Some(row.try_get::<i64, _>("policy_version")?);
+            // The version's own row, when no policy row came with it.
+            if row.try_get::<Option<bool>, _>("is_policy")?.is_none() {
+                continue;
+            }
             authz_rows.push((
                 row.try_get("is_policy")?,
                 row.try_get("role")?,
@@ -143,10 +160,14 @@ pub async fn begin_call(
         }),
         None => None,
     };
+    let moved = policy_version.is_some() && policy_version != reads.policy_cached;
     Ok(CallStart {
         tx,
         school_exists: context.try_get("school_exists")?,
-        authz: reads.policy.then(|| from_rows(authz_rows)).transpose()?,
+        authz: (reads.policy && moved)
+            .then(|| from_rows(authz_rows))
+            .transpose()?,
+        policy_version: policy_version.filter(|_| reads.policy),
         stored,
         approval,
     })
@@ -220,9 +241,20 @@ fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
     sql.push_str(&context);
     if reads.policy {
         sql.push_str("; ");
-        sql.push_str(LOAD_SQL);
+        sql.push_str(&versioned_policy_sql(reads.policy_cached));
     }
     sql
+}
+
+/// The school's policy version, with the policy rows and role assignments (in [`LOAD_SQL`]'s
+/// order) only when it is not `cached`: one statement, so the rows are the version's. At least
+/// one row comes back (the version's own, its policy columns null, when no row does).
+fn versioned_policy_sql(cached: Option<i64>) -> String {
+    // -1 is no version: `policy_versions` counts from 1, a school without a row is 0.
+    let cached = cached.unwrap_or(-1);
+    format!(
+        "SELECT v.version AS policy_version, p.is_policy, p.role, p.action, p.subject, p.user_id          FROM (SELECT coalesce((SELECT version FROM policy_versions), 0) AS version) v          LEFT JOIN LATERAL (            SELECT true AS is_policy, role, action, subject, NULL::uuid AS user_id              FROM authz_policies WHERE v.version <> {cached}            UNION ALL            SELECT false, role, NULL, NULL, user_id FROM role_assignments              WHERE v.version <> {cached}) p ON true          ORDER BY p.is_policy DESC, p.user_id, p.role, p.action, p.subject"
+    )
 }
 
 /// Records a successful write's audit row and its inbox row (the reply, the event and the actor)

@@ -118,11 +118,55 @@ fn compile_tools() -> HashMap<&'static str, RpcTool> {
         .collect()
 }
 
+/// A school's policy rows and role assignments as last read, with the policy version they are.
+type PolicyRows = (
+    Vec<rover_domain::policy::PolicyRow>,
+    Vec<rover_domain::policy::RoleAssignment>,
+);
+
+/// The policy rows each school's calls last read, by school, with their version: a call reads
+/// the rows again only when the school's version moved (`rover_domain::call::begin_call`).
+#[derive(Default)]
+struct Policies(std::sync::Mutex<HashMap<rover_contracts::ids::SchoolId, (i64, Arc<PolicyRows>)>>);
+
+impl Policies {
+    /// At most this many schools are kept; past it the map starts over.
+    const MAX_SCHOOLS: usize = 4096;
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<rover_contracts::ids::SchoolId, (i64, Arc<PolicyRows>)>>
+    {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, school: rover_contracts::ids::SchoolId) -> Option<(i64, Arc<PolicyRows>)> {
+        self.lock().get(&school).cloned()
+    }
+
+    /// Keeps `rows` as `school`'s at `version`, unless a newer version is kept already.
+    fn keep(&self, school: rover_contracts::ids::SchoolId, version: i64, rows: Arc<PolicyRows>) {
+        let mut kept = self.lock();
+        if kept.len() >= Self::MAX_SCHOOLS && !kept.contains_key(&school) {
+            kept.clear();
+        }
+        match kept.get(&school) {
+            Some((newer, _)) if *newer > version => {}
+            _ => {
+                kept.insert(school, (version, rows));
+            }
+        }
+    }
+}
+
 /// Everything `execute()` needs; shared by the concurrent handlers.
 pub struct Pipeline {
     verifier: CachingVerifier,
     pool: sqlx::PgPool,
     tools: HashMap<&'static str, RpcTool>,
+    policies: Policies,
     metrics: Option<ToolMetrics>,
     capture_content: bool,
 }
@@ -146,6 +190,7 @@ impl Pipeline {
             verifier: CachingVerifier::new(verifier, Self::IDENTITY_CACHE),
             pool,
             tools,
+            policies: Policies::default(),
             metrics: None,
             capture_content: false,
         }
@@ -254,13 +299,23 @@ impl Pipeline {
             Posture::Policy(permission) => Some(permission),
             _ => None,
         };
+        let school = verified.scope().school_id;
+        let known = policy.and_then(|_| self.policies.get(school));
         let CallStart {
             mut tx,
             school_exists,
             authz,
+            policy_version,
             stored,
             approval,
-        } = open_call(&self.pool, call, &verified, tool, policy.is_some()).await?;
+        } = open_call(
+            &self.pool,
+            call,
+            &verified,
+            tool,
+            policy.map(|_| known.as_ref().map(|(version, _)| *version)),
+        )
+        .await?;
         if !school_exists {
             return Err(Failure::denied("the caller belongs to no school here"));
         }
@@ -269,9 +324,11 @@ impl Pipeline {
         if let Some(stored) = stored {
             return replay(stored, &verified, tool);
         }
-        // 5–6. Live permission check, then the posture.
-        if let (Some(permission), Some((policies, assignments))) = (policy, authz) {
-            self.authorize(&verified, permission, &policies, &assignments)
+        // 5–6. Live permission check, then the posture: on the rows just read, or — when the
+        //      school's policy version has not moved — on the rows of that version read before.
+        if let (Some(permission), Some(version)) = (policy, policy_version) {
+            let rows = self.live_rows(school, version, authz, known)?;
+            self.authorize(&verified, permission, &rows.0, &rows.1)
                 .await?;
         }
         if let Some(status) = approval
@@ -335,6 +392,29 @@ impl Pipeline {
         Ok((verified, tool))
     }
 
+    /// The school's live policy rows at `version`: those just `read` (kept for the next call),
+    /// or — the version unchanged — the ones `known` of that version.
+    fn live_rows(
+        &self,
+        school: rover_contracts::ids::SchoolId,
+        version: i64,
+        read: Option<PolicyRows>,
+        known: Option<(i64, Arc<PolicyRows>)>,
+    ) -> Result<Arc<PolicyRows>, Failure> {
+        match (read, known) {
+            (Some(rows), _) => {
+                let rows = Arc::new(rows);
+                self.policies.keep(school, version, rows.clone());
+                Ok(rows)
+            }
+            (None, Some((_, rows))) => Ok(rows),
+            (None, None) => Err(Failure {
+                outcome: ToolOutcome::Error,
+                message: "Authorization failed: the policy rows were not read.".to_owned(),
+            }),
+        }
+    }
+
     /// Step 5's permission check: [`rover_domain::policy::authorize`], the decision REST makes
     /// too, on the rows the opening query read.
     async fn authorize(
@@ -362,13 +442,14 @@ impl Pipeline {
 }
 
 /// Steps 3–5 in one round trip: the tenant frame (fail closed when the school does not exist),
-/// a write's call-id lock, stored reply and approval, and the live policy rows.
+/// a write's call-id lock, stored reply and approval, and the school's policy version with the
+/// live policy rows when it moved from `policy` (`Some(None)`: read them; `None`: no policy).
 async fn open_call(
     pool: &sqlx::PgPool,
     call: &ToolCall,
     verified: &VerifiedTurnIdentity,
     tool: &RpcTool,
-    policy: bool,
+    policy: Option<Option<i64>>,
 ) -> Result<CallStart, Failure> {
     let is_write = tool.contract.effect == Effect::Write;
     let school = verified.scope().school_id;
@@ -378,7 +459,8 @@ async fn open_call(
         .strip_prefix(&format!("{}/", verified.turn_id()))
         .unwrap_or_default();
     let reads = CallReads {
-        policy,
+        policy: policy.is_some(),
+        policy_cached: policy.flatten(),
         inbox: is_write.then_some(&call.call_id),
         approval: is_write.then_some(ApprovalRead {
             tool: tool.contract.name,

@@ -11,6 +11,7 @@ mod cross_tenant;
 mod departments;
 mod director;
 mod helpers;
+mod policy_version;
 mod reads;
 mod rls;
 mod store;

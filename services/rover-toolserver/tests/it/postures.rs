@@ -155,3 +155,57 @@ async fn a_role_change_applies_on_the_next_call() {
     let reply = server.call(BURSAR, "list.departments", json!({})).await;
     assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
 }
+
+/// The tool server keeps a school's policy rows between calls, by the school's policy version:
+/// a grant revoked — or a role taken away — is refused on the very next call, and granted again
+/// it is allowed on the next one; no call ever decides on rows older than the live ones.
+#[tokio::test]
+async fn a_revoked_permission_is_refused_on_the_very_next_call_and_a_new_grant_allowed() {
+    let server = spawn_toolserver().await;
+    let hill = server.db.ids.hill.as_uuid();
+    let owner = &server.owner;
+    let list = |user: &'static str| server.call(user, "list.departments", json!({}));
+    assert_eq!(list(DOS).await.outcome, ToolOutcome::Ok);
+    assert_eq!(
+        list(DOS).await.outcome,
+        ToolOutcome::Ok,
+        "from the kept rows"
+    );
+    let roles: Vec<String> =
+        sqlx::query_scalar("SELECT role FROM role_assignments WHERE user_id = $1")
+            .bind(server.db.ids.user(DOS).as_uuid())
+            .fetch_all(owner)
+            .await
+            .unwrap();
+    sqlx::query(
+        "DELETE FROM authz_policies WHERE school_id = $1 AND role = ANY($2) \
+         AND action = 'read' AND subject = 'Department'",
+    )
+    .bind(hill)
+    .bind(&roles)
+    .execute(owner)
+    .await
+    .unwrap();
+    let revoked = list(DOS).await;
+    assert_eq!(revoked.outcome, ToolOutcome::Denied);
+    assert_eq!(error(&revoked), "Permission denied: read:Department");
+    // Another user of the school, whose role still grants it, is still allowed.
+    assert_eq!(list(ADMIN).await.outcome, ToolOutcome::Ok);
+    sqlx::query(
+        "INSERT INTO authz_policies (school_id, role, action, subject) \
+         VALUES ($1, $2, 'read', 'Department')",
+    )
+    .bind(hill)
+    .bind(&roles[0])
+    .execute(owner)
+    .await
+    .unwrap();
+    assert_eq!(list(DOS).await.outcome, ToolOutcome::Ok);
+    // Taking the role away is seen on the next call too.
+    sqlx::query("DELETE FROM role_assignments WHERE user_id = $1")
+        .bind(server.db.ids.user(DOS).as_uuid())
+        .execute(owner)
+        .await
+        .unwrap();
+    assert_eq!(list(DOS).await.outcome, ToolOutcome::Denied);
+}
