@@ -1,9 +1,10 @@
 import { getToolName, isToolUIPart } from 'ai';
+import { Feedback } from './Feedback.jsx';
 import { labelFor } from './labels.js';
 import { Question } from './Question.jsx';
 
 /** One message of the thread: the staff member's text, or Rover's reply with its activity
- * timeline, questions and approval cards. */
+ * timeline, questions, approval cards and feedback buttons. */
 export function Message({ message, chatId, token, labels, streamedLabels, streaming, stopped, canAnswer, answer, decide }) {
   if (message.role === 'user') {
     const text = message.parts
@@ -45,6 +46,7 @@ export function Message({ message, chatId, token, labels, streamedLabels, stream
           Stopped.
         </div>
       )}
+      {!streaming && <Feedback chatId={chatId} messageId={message.id} token={token} />}
     </div>
   );
 }
