@@ -15,6 +15,7 @@ mod console;
 mod deploy;
 mod e2e;
 mod faults;
+mod feedback;
 mod mcp;
 mod node;
 mod observability;

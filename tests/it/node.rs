@@ -103,6 +103,9 @@ async fn ai7() -> Client {
         "approve.mjs",
         "stop.mjs",
         "double.mjs",
+        "readback.mjs",
+        "ask.mjs",
+        "converse.mjs",
     ] {
         let aside = dir.join(format!("{script}.{}", std::process::id()));
         std::fs::copy(Path::new(NODE_DIR).join(script), &aside).unwrap();
@@ -204,6 +207,40 @@ fn answer(report: &Value) -> &Value {
     last
 }
 
+/// The chat `chat` of `email` read back from `GET /api/chats/{id}` by `client`'s `readback.mjs`,
+/// its messages checked by the client's own `validateUIMessages`; returns the messages.
+pub(crate) async fn read_back(stack: &Stack, client: &Client, email: &str, chat: &str) -> Value {
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token(email);
+    let report = report(
+        &client.node,
+        &client.dir,
+        "readback.mjs",
+        &[&gateway, &token, chat],
+    )
+    .await;
+    assert_eq!(report["status"], 200, "{report:#}");
+    assert_eq!(report["valid"], true, "{report:#}");
+    assert_eq!(report["chat"]["id"], chat, "{report:#}");
+    report["chat"]["messages"].clone()
+}
+
+/// The chat reads back exactly as the client that drove it holds it.
+pub(crate) async fn reads_back_as_held(
+    stack: &Stack,
+    client: &Client,
+    email: &str,
+    chat: &str,
+    report: &Value,
+) {
+    let held = &report["messages"];
+    let read = read_back(stack, client, email, chat).await;
+    assert_eq!(
+        &read, held,
+        "GET /api/chats/{chat} differs from what the client holds:\nread back: {read:#}\nheld: {held:#}"
+    );
+}
+
 /// The message's parts of type `kind`.
 fn parts<'a>(message: &'a Value, kind: &str) -> Vec<&'a Value> {
     message["parts"]
@@ -287,6 +324,14 @@ async fn the_real_ai_sdk_client_renders_a_turn() {
             .await,
         1
     );
+    reads_back_as_held(
+        &stack,
+        &ai6().await,
+        "admin@hill.school",
+        "chat-node-create",
+        &report,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -331,6 +376,14 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
             .await,
         1
     );
+    reads_back_as_held(
+        &stack,
+        &ai6().await,
+        "amina@hill.school",
+        "chat-node-attendance",
+        &report,
+    )
+    .await;
 }
 
 /// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny) on
@@ -395,6 +448,14 @@ async fn approves_a_write_and_it_runs_once(client: Client) {
         .collect();
     assert!(text.contains("Sciences"), "{message:#}");
     assert_eq!(crate::checker::sciences(&stack).await, 1);
+    reads_back_as_held(
+        &stack,
+        &client,
+        "admin@hill.school",
+        "chat-node-approve",
+        &report,
+    )
+    .await;
 }
 
 /// Denies a subagent's write with `client`: output-denied, and the `task` still answers.
@@ -422,6 +483,14 @@ async fn denies_a_subagents_write(client: Client) {
     let task = parts(message, "tool-task");
     assert_eq!(task[0]["state"], "output-available", "{message:#}");
     assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+    reads_back_as_held(
+        &stack,
+        &client,
+        "amina@hill.school",
+        "chat-node-deny",
+        &report,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -518,6 +587,23 @@ async fn stops_a_reply(client: Client, how: &str) {
     assert_eq!(kept.len(), 1, "the partial reply is kept: {kept:#?}");
     if how == "server" {
         assert!(kept.contains(&cut), "{kept:#?}");
+        // The client read to the gateway's end: the chat reads back exactly as it holds it.
+        reads_back_as_held(
+            &stack,
+            &client,
+            "admin@hill.school",
+            "chat-node-stop",
+            &report,
+        )
+        .await;
+    } else {
+        // The client stopped reading at once; the server kept what the turn said until it
+        // stopped, which begins with what the client saw.
+        let read = read_back(&stack, &client, "admin@hill.school", "chat-node-stop").await;
+        let read = read.as_array().unwrap();
+        assert_eq!(read.len(), 4, "{read:#?}");
+        assert!(text(&read[1]).starts_with(&cut), "{read:#?}");
+        assert_eq!(read[3], messages[3], "{read:#?}");
     }
 }
 
@@ -601,4 +687,119 @@ async fn the_real_ai_sdk_client_double_texts() {
 #[tokio::test]
 async fn the_real_ai7_client_double_texts() {
     double_texts(ai7().await).await;
+}
+
+/// Answers an `ask_user` question with `client` (`addToolOutput`, sent by the client itself): the
+/// turn carries on, and the chat reads back as the client holds it.
+async fn answers_a_question(client: Client) {
+    let stack = Stack::start().await;
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token("admin@hill.school");
+    let report = script(
+        &client.node,
+        &client.dir,
+        "ask.mjs",
+        &[
+            &gateway,
+            &token,
+            "chat-node-ask",
+            "Please sort out the thing from yesterday",
+            "List the departments",
+        ],
+    )
+    .await;
+    assert_eq!(report["asked"], 1, "{report:#}");
+    let question: Vec<&Value> = report["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| parts(m, "tool-ask_user"))
+        .collect();
+    assert!(
+        question.iter().any(|p| p["state"] == "output-available"),
+        "{report:#}"
+    );
+    reads_back_as_held(
+        &stack,
+        &client,
+        "admin@hill.school",
+        "chat-node-ask",
+        &report,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_answers_a_question_and_reads_it_back() {
+    answers_a_question(ai6().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_answers_a_question_and_reads_it_back() {
+    answers_a_question(ai7().await).await;
+}
+
+/// A context budget that fits Rover's instructions and tools (about 2,600 estimated tokens) with
+/// room for a couple of turns, so a few turns fold into a summary.
+const SMALL_CONTEXT: &str = "4500";
+
+/// A long thread with `client`: three messages, then the chat reopened from the server in a new
+/// client and three more sent; the thread was compacted on the way, and it reads back exactly as
+/// the second client holds it — the first three turns included, as they were shown.
+async fn reopens_and_continues_a_compacted_thread(client: Client) {
+    let stack = Stack::start_with(
+        &[],
+        &[("ROVER_AGENT__CONTEXT_BUDGET_TOKENS", SMALL_CONTEXT)],
+    )
+    .await;
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token("admin@hill.school");
+    let chat = "chat-node-long";
+    let converse = |texts: &'static [&'static str]| {
+        let mut args = vec![gateway.as_str(), token.as_str(), chat];
+        args.extend_from_slice(texts);
+        let (node, dir) = (client.node.clone(), client.dir.clone());
+        async move { script(&node, &dir, "converse.mjs", &args).await }
+    };
+    let first = converse(&[
+        "Please describe how you work",
+        "List the departments",
+        "Please describe how you work",
+    ])
+    .await;
+    assert_eq!(first["reopened"], 0, "{first:#}");
+    reads_back_as_held(&stack, &client, "admin@hill.school", chat, &first).await;
+    let second = converse(&[
+        "Please describe how you work",
+        "What's the date today?",
+        "Please describe how you work",
+    ])
+    .await;
+    assert_eq!(first["messages"].as_array().unwrap().len(), 6, "{first:#}");
+    assert_eq!(second["reopened"], 6, "{second:#}");
+    let held = second["messages"].as_array().unwrap();
+    assert_eq!(held.len(), 12, "{second:#}");
+    assert_eq!(
+        held[..6],
+        first["messages"].as_array().unwrap()[..],
+        "{second:#}"
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM threads WHERE summary IS NOT NULL")
+            .await,
+        1,
+        "the thread was compacted"
+    );
+    reads_back_as_held(&stack, &client, "admin@hill.school", chat, &second).await;
+}
+
+#[tokio::test]
+async fn the_real_ai_sdk_client_reopens_and_continues_a_compacted_thread() {
+    reopens_and_continues_a_compacted_thread(ai6().await).await;
+}
+
+#[tokio::test]
+async fn the_real_ai7_client_reopens_and_continues_a_compacted_thread() {
+    reopens_and_continues_a_compacted_thread(ai7().await).await;
 }

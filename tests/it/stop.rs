@@ -330,3 +330,73 @@ async fn an_interrupting_message_stops_the_reply_then_runs() {
     assert_eq!(second.finish_reason(), Some("stop"), "{:#?}", second.chunks);
     assert_ran_after(&stack, &first, &second).await;
 }
+
+/// A client that disconnects while its message is being accepted cannot leave the turn half
+/// opened: here the gateway is held inside its transaction (the school's turn lock, taken by the
+/// test) when the client goes away; once let go, the turn is committed *and* published, a worker
+/// runs it to its end, and the chat takes the next message. (Before, the handler was dropped with
+/// the connection: between its commit and its publish that left a turn no worker would ever run,
+/// holding the chat — and a Stop waited `chat.stop_wait_ms` for an end that never came.)
+#[tokio::test]
+async fn a_client_that_disconnects_mid_accept_cannot_leave_a_turn_half_opened() {
+    use tokio::io::AsyncWriteExt as _;
+    let stack = Stack::start().await;
+    let school = stack.db.ids.hill.as_uuid();
+    let mut holder = stack.owner.begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('rover.open_turns:' || $1::text, 0))",
+    )
+    .bind(school)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let body = serde_json::json!({ "id": "chat-gone", "messages": [{ "id": "u1", "role": "user",
+        "parts": [{ "type": "text", "text": "List the departments" }] }] })
+    .to_string();
+    let mut client = tokio::net::TcpStream::connect(stack.gateway).await.unwrap();
+    let request = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        stack.gateway,
+        stack.token(ADMIN),
+        body.len()
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+    // The gateway waits on the lock the test holds; then the client goes away.
+    rover_testkit::within("the gateway waits on the lock", async {
+        while stack
+            .count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            .await
+            == 0
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    drop(client);
+    holder.rollback().await.unwrap();
+    // The turn opens, is published and ends; its stream replays to the end.
+    rover_testkit::within("the turn the client left opens", async {
+        while stack
+            .count("SELECT count(*) FROM threads WHERE last_turn_id IS NOT NULL")
+            .await
+            == 0
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let replay = read_stream(stack.resume(stack.gateway, ADMIN, "chat-gone").await).await;
+    assert!(replay.done, "{:?}", replay.chunks);
+    assert!(
+        replay.chunks.iter().any(|c| c["type"] == "finish"),
+        "{:?}",
+        replay.chunks
+    );
+    assert_eq!(stack.count("SELECT count(*) FROM open_turns").await, 0);
+    let next = stack
+        .say(ADMIN, "chat-gone", "What's the date today?")
+        .await;
+    assert_eq!(next.status, 200);
+    assert!(next.chunks.iter().any(|c| c["type"] == "finish"));
+}

@@ -6,7 +6,10 @@ import { AbstractChat } from 'ai';
 class State {
   status = 'ready';
   error = undefined;
-  messages = [];
+  messages;
+  constructor(messages = []) {
+    this.messages = messages;
+  }
   pushMessage = (message) => {
     this.messages = this.messages.concat(message);
   };
@@ -28,8 +31,9 @@ class State {
  * after every change to the messages (where a framework would re-render).
  */
 export class Chat extends AbstractChat {
-  constructor({ onChange, ...init }) {
-    const state = new State();
+  constructor({ onChange, messages, ...init }) {
+    // As a framework's state does, it starts from the `messages` given (a chat reopened).
+    const state = new State(messages);
     if (onChange) {
       for (const change of ['pushMessage', 'popMessage', 'replaceMessage']) {
         const apply = state[change];

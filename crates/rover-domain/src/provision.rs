@@ -5,7 +5,9 @@
 //! *Architecture Invariant*: the application role is `LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE
 //! NOCREATEDB`, owns nothing and is no member of the owner role; it may only `SELECT`, `INSERT`,
 //! `UPDATE` and `DELETE` rows of the tables (the audit log only `SELECT` and `INSERT`), use their
-//! sequences and call the two tenant look-up functions. The owner role `BYPASSRLS` (its
+//! sequences and call the two tenant look-up functions, the chat sweep's two (the schools'
+//! retention periods; forgetting old deleted-thread ids) and the chat search (see migration
+//! 0036 for why it runs past row-level security). The owner role `BYPASSRLS` (its
 //! security-definer look-ups must see every school's users, and the demo seed writes two schools),
 //! so it is for migrations and seeding only, never for serving.
 
@@ -140,7 +142,9 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
          REVOKE ALL ON TABLE _sqlx_migrations FROM \"{app}\"; \
          REVOKE UPDATE, DELETE ON TABLE audit_log FROM \"{app}\"; \
          GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO \"{app}\"; \
-         GRANT EXECUTE ON FUNCTION rover_user_school(uuid), rover_user_school_by_email(text) TO \"{app}\";"
+         GRANT EXECUTE ON FUNCTION rover_user_school(uuid), rover_user_school_by_email(text), \
+         rover_chat_retention(), rover_forget_deleted_threads(interval), \
+         rover_search_threads(uuid, text) TO \"{app}\";"
     ))
     .execute(&mut owner_conn)
     .await?;

@@ -6,6 +6,7 @@
 //! and SSE, and its audit rows), `score` (pure scoring), `report` (table and JSON).
 
 pub mod cases;
+pub mod feedback;
 pub mod prompts;
 pub mod report;
 pub mod score;

@@ -23,7 +23,7 @@ struct Cli {
     #[arg(
         long,
         conflicts_with = "scripted",
-        required_unless_present_any = ["scripted", "prompts"]
+        required_unless_present_any = ["scripted", "prompts", "from_feedback"]
     )]
     model_url: Option<String>,
     /// The model name sent with each request.
@@ -62,6 +62,15 @@ struct Cli {
     /// unintended write, harness error or turn without `finish` fails the run whatever this is.
     #[arg(long, default_value_t = 0.0)]
     min_pass: f64,
+    /// Run no case: turn the replies staff rated in the Rover database at this URL (an owner or
+    /// admin URL: it reads every school's feedback) into cases, printed as a cases file (or
+    /// written to --write-cases) for --cases. Rated up: the same tools and writes again; rated
+    /// down: in the `needs-review` subset, with the comment and trace id.
+    #[arg(long, value_name = "DATABASE_URL", conflicts_with_all = ["prompts", "scripted", "model_url"])]
+    from_feedback: Option<String>,
+    /// Where --from-feedback writes the cases (default: standard output).
+    #[arg(long, requires = "from_feedback", value_name = "FILE")]
+    write_cases: Option<PathBuf>,
     /// Run no case: print each demo user's fixed prompt size (system prompt and tool
     /// definitions) — exact tokens when --model-url is a llama.cpp server, else estimated — and
     /// write each to <out>/prompts/<user>.txt.
@@ -89,6 +98,18 @@ fn progress(r: &CaseResult) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(url) = &cli.from_feedback {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let cases = rover_eval::feedback::cases_from_feedback(url).await?;
+        match &cli.write_cases {
+            Some(path) => {
+                std::fs::write(path, &cases)?;
+                eprintln!("Cases from feedback: {}", path.display());
+            }
+            None => print!("{cases}"),
+        }
+        return Ok(());
+    }
     if cli.prompts {
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let sizes = rover_eval::prompts::measure(cli.model_url.as_deref(), false).await?;

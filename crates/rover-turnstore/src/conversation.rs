@@ -9,7 +9,8 @@ use rover_domain::{DomainError, TenantTx};
 
 /// Makes sure `thread` exists in the caller's school and belongs to `user`: creates it on first use;
 /// another user's thread is `NotFound`, exactly like a thread that does not exist. The same id in
-/// another school is another thread.
+/// another school is another thread. A deleted thread is not created again (a turn of a deleted
+/// chat, still queued, finds it `NotFound`) unless [`reopen`] forgot the deletion first.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn ensure_thread(
     tx: &mut TenantTx,
@@ -17,12 +18,16 @@ pub async fn ensure_thread(
     user: UserId,
 ) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
-    sqlx::query("INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) ON CONFLICT (school_id, id) DO NOTHING")
-        .bind(thread.as_uuid())
-        .bind(school)
-        .bind(user.as_uuid())
-        .execute(tx.connection())
-        .await?;
+    sqlx::query(
+        "INSERT INTO threads (id, school_id, user_id) SELECT $1, $2, $3 \
+         WHERE NOT EXISTS (SELECT 1 FROM deleted_threads WHERE thread_id = $1) \
+         ON CONFLICT (school_id, id) DO NOTHING",
+    )
+    .bind(thread.as_uuid())
+    .bind(school)
+    .bind(user.as_uuid())
+    .execute(tx.connection())
+    .await?;
     let owner: Option<uuid::Uuid> = sqlx::query_scalar("SELECT user_id FROM threads WHERE id = $1")
         .bind(thread.as_uuid())
         .fetch_optional(tx.connection())
@@ -33,6 +38,17 @@ pub async fn ensure_thread(
             "No conversation with that id was found.".to_owned(),
         )),
     }
+}
+
+/// Forgets that `thread` was deleted, so the staff member's new message on the same chat id opens
+/// it afresh (only the gateway, on a new message, does this).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn reopen(tx: &mut TenantTx, thread: ThreadId) -> Result<(), DomainError> {
+    sqlx::query("DELETE FROM deleted_threads WHERE thread_id = $1")
+        .bind(thread.as_uuid())
+        .execute(tx.connection())
+        .await?;
+    Ok(())
 }
 
 /// The thread's model-level history, oldest first.
@@ -381,7 +397,9 @@ pub async fn open_turn(
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
 pub async fn close_turn(tx: &mut TenantTx, turn: TurnId) -> Result<Option<ThreadId>, DomainError> {
     let waiting: Option<uuid::Uuid> = sqlx::query_scalar(
-        "WITH closed AS (DELETE FROM open_turns WHERE turn_id = $1 RETURNING thread_id) \
+        "WITH closed AS (DELETE FROM open_turns WHERE turn_id = $1 RETURNING thread_id), \
+         active AS (UPDATE threads SET last_activity_at = now() \
+             WHERE id IN (SELECT thread_id FROM closed)) \
          SELECT c.thread_id FROM closed c \
          WHERE EXISTS (SELECT 1 FROM open_turns o WHERE o.thread_id = c.thread_id AND o.turn_id <> $1)",
     )

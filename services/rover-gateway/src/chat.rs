@@ -22,6 +22,7 @@ use rover_contracts::identity::TurnGrant;
 use rover_contracts::ids::{SchoolId, TurnId};
 use rover_contracts::wire::{self, TurnEvent, TurnEventKind, TurnRequest};
 use rover_messaging::OutgoingMessage;
+use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -31,14 +32,20 @@ use crate::{DoubleTexting, Settings, caller, input};
 use rover_turnstore::conversation::WhenBusy;
 
 mod chunks;
+mod history;
 mod request;
 mod stream;
 
 mod approvals;
 mod stop;
+pub(crate) use history::messages;
+use request::campus_choice;
+use request::opening;
+pub(crate) use request::thread_id;
 pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
-use request::{campus_choice, thread_id};
-use stop::{stop, tell_workers_to_stop};
+use stop::stop;
+pub(crate) use stop::tell_workers_to_stop;
+pub(crate) use stop::{Stopped, stop_thread};
 use stream::stream_response;
 
 /// The chat routes.
@@ -71,15 +78,29 @@ async fn post_chat(
     tracing::Span::current()
         .record("turn_id", tracing::field::display(turn))
         .record("thread_id", tracing::field::display(chat.thread));
-    let (request, school, interrupted) =
-        open_chat_turn(&state, &principal, turn, campus, chat).await?;
-    tell_workers_to_stop(&state, &interrupted).await;
     let trace = current_trace_id();
-    // Follow before publishing, so no event can slip past.
-    let (following, events) = state.events.follow(turn);
-    publish_turn(&state, &request, school).await?;
-    tracing::info!(%turn, thread = %request.thread_id, "turn published");
-    state.metrics.turns_published.inc();
+    // Opened and published in a task of its own: a client that disconnects drops this handler,
+    // and must not cancel it between the commit and the publish (a turn committed open but never
+    // published would hold the chat until its identity expired, and a Stop would wait for an end
+    // that never comes). Dropping the handle does not cancel the task.
+    let opened = tokio::spawn(
+        {
+            let (state, trace) = (state.clone(), trace.clone());
+            async move {
+                let (request, school, interrupted) =
+                    open_chat_turn(&state, &principal, turn, campus, chat, &trace).await?;
+                tell_workers_to_stop(&state, &interrupted).await;
+                // Follow before publishing, so no event can slip past.
+                let followed = state.events.follow(turn);
+                publish_turn(&state, &request, school).await?;
+                tracing::info!(%turn, thread = %request.thread_id, "turn published");
+                state.metrics.turns_published.inc();
+                Ok::<_, ApiError>(followed)
+            }
+        }
+        .in_current_span(),
+    );
+    let (following, events) = opened.await.map_err(ApiError::internal)??;
     Ok(stream_response(
         &state,
         turn,
@@ -102,11 +123,15 @@ async fn open_chat_turn(
     principal: &Principal,
     turn: TurnId,
     campus: Option<rover_contracts::ids::CampusId>,
-    chat: ChatTurn,
+    mut chat: ChatTurn,
+    trace: &str,
 ) -> Result<(TurnRequest, SchoolId, Vec<TurnId>), ApiError> {
     let thread = chat.thread;
     let mut tx = caller::tenant(state, principal).await?;
-    let caller = caller::resolve(&mut tx, principal, campus, chat.attachments).await?;
+    let attachments = std::mem::take(&mut chat.attachments);
+    let caller = caller::resolve(&mut tx, principal, campus, attachments).await?;
+    // A message on the id of a chat deleted earlier opens it afresh.
+    rover_turnstore::conversation::reopen(&mut tx, thread).await?;
     rover_turnstore::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
@@ -131,6 +156,8 @@ async fn open_chat_turn(
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
     rover_turnstore::conversation::start_turn(&mut tx, thread, turn).await?;
+    let opening = opening(&chat, &caller, turn, trace);
+    rover_turnstore::chats::record_turn(&mut tx, thread, turn, &opening).await?;
     let (input, message_id) = approvals::bind(
         &mut tx,
         principal,

@@ -9,6 +9,7 @@
 mod auth;
 mod caller;
 mod chat;
+mod chats;
 mod console;
 mod demo;
 mod edge;
@@ -456,6 +457,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .merge(chat::router())
+        .merge(chats::router())
         .merge(
             mcp::router(&state).layer(tower_http::timeout::TimeoutLayer::with_status_code(
                 axum::http::StatusCode::GATEWAY_TIMEOUT,

@@ -27,6 +27,7 @@ mod control;
 mod events;
 mod request;
 mod resume;
+pub mod retention;
 mod settings;
 mod turn;
 
@@ -168,6 +169,12 @@ impl App {
             shared.settings.agent.clone(),
             sweep_stopped,
         ));
+        let (stop_retention, retention_stopped) = tokio::sync::oneshot::channel::<()>();
+        let retention = tokio::spawn(retention::sweep_periodically(
+            shared.pool.clone(),
+            Duration::from_secs(shared.settings.agent.chat_sweep_interval_secs),
+            retention_stopped,
+        ));
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -183,6 +190,8 @@ impl App {
         control.shutdown().await;
         let _ = stop_sweep.send(());
         let _ = sweeper.await;
+        let _ = stop_retention.send(());
+        let _ = retention.await;
         let _ = stop_http.send(());
         let _ = http.await;
         broker.close().await;

@@ -74,6 +74,10 @@ pub struct AgentSettings {
     pub sandbox_max_age_secs: u64,
     /// How often the sweep runs (it also runs when the worker starts), in seconds.
     pub sandbox_sweep_interval_secs: u64,
+    /// How often the chat retention sweep runs (it also runs when the worker starts), in seconds:
+    /// each school's chats idle past its retention period go (`chat_retention`; no row keeps
+    /// them). Safe on every replica at once.
+    pub chat_sweep_interval_secs: u64,
     /// Model calls one agent may make in a turn before it stops with a clear message.
     pub step_limit: u32,
     /// Attempts of a model request on transport errors.
@@ -103,6 +107,7 @@ impl Default for AgentSettings {
             sandbox_school_limit_entries: 50_000,
             sandbox_max_age_secs: 30 * 24 * 60 * 60,
             sandbox_sweep_interval_secs: 60 * 60,
+            chat_sweep_interval_secs: 60 * 60,
             step_limit: 8,
             model_attempts: 2,
             turn_timeout_ms: 10 * 60 * 1000,

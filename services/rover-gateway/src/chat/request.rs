@@ -47,6 +47,11 @@ pub(crate) struct ChatTurn {
     /// The staff member's answers to approval requests (then `input` is a `Continue` whose chain
     /// the gateway learns when it records them).
     pub(crate) approvals: Vec<rover_turnstore::approvals::ApprovalAnswer>,
+    /// The client's chat id.
+    pub(crate) chat_id: String,
+    /// The staff member's message as the client sent it (`id`, `role`, `parts`, `metadata`),
+    /// kept so the chat reads back as the client held it; `None` for an answer.
+    pub(crate) sent: Option<Value>,
 }
 
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
@@ -73,12 +78,18 @@ pub(crate) fn parse_chat_request(
     } else {
         (TurnInput::Continue { chain: Vec::new() }, Vec::new())
     };
+    let sent = match (&input, body.messages.last()) {
+        (TurnInput::Message { .. }, Some(last)) => Some(last.as_sent()),
+        _ => None,
+    };
     Ok(ChatTurn {
         thread,
         input,
         attachments,
         campus: body.campus_id,
         approvals,
+        chat_id: body.id,
+        sent,
     })
 }
 
@@ -96,16 +107,34 @@ pub(super) struct ChatRequest {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct UiMessage {
+    #[serde(default)]
+    id: Option<String>,
     role: String,
     #[serde(default)]
     parts: Vec<Value>,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+impl UiMessage {
+    /// The message as the client holds it (a missing id is left for the gateway to fill).
+    fn as_sent(&self) -> Value {
+        let mut sent = serde_json::json!({ "role": self.role, "parts": self.parts });
+        if let Some(id) = &self.id {
+            sent["id"] = Value::from(id.as_str());
+        }
+        if let Some(metadata) = self.metadata.as_ref().filter(|m| !m.is_null()) {
+            sent["metadata"] = metadata.clone();
+        }
+        sent
+    }
 }
 
 /// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
 /// A chat is keyed by (school, user, id): the same id names another thread for every staff member,
 /// so a colleague can neither claim an id first nor learn that it is in use — every chat route
 /// answers a colleague's id exactly as an unused one.
-pub(super) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
+pub(crate) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
     let valid = !chat.is_empty()
         && chat.len() <= 200
         && chat
@@ -283,5 +312,50 @@ pub(super) fn campus_choice(
             ErrorCode::InvalidRequest,
             "The campus header is not a campus id.",
         )),
+    }
+}
+
+/// What the chat keeps of this POST, so it reads back as the client held it: the staff member's
+/// message (its id filled in if the client sent none), or the answers it carried; a new chat's
+/// title comes from its first message.
+pub(super) fn opening<'a>(
+    chat: &'a ChatTurn,
+    caller: &crate::caller::Caller,
+    turn: rover_contracts::ids::TurnId,
+    trace: &str,
+) -> rover_turnstore::chats::Opening<'a> {
+    let sent = chat.sent.clone().map(|mut sent| {
+        if sent.get("id").is_none() {
+            sent["id"] = serde_json::Value::from(format!("user-{turn}"));
+        }
+        sent
+    });
+    let title = match &chat.input {
+        TurnInput::Message { text } => rover_turnstore::chats::title_from(text),
+        _ => None,
+    };
+    let answers = match &chat.input {
+        TurnInput::AskUserAnswer {
+            tool_call_id,
+            output,
+        } => {
+            Some(serde_json::json!({ "answer": { "toolCallId": tool_call_id, "output": output } }))
+        }
+        _ if !chat.approvals.is_empty() => Some(serde_json::json!({
+            "approvals": chat.approvals.iter().map(|a| serde_json::json!({
+                "approvalId": a.approval_id,
+                "approved": a.approved,
+                "reason": a.reason,
+            })).collect::<Vec<_>>(),
+        })),
+        _ => None,
+    };
+    rover_turnstore::chats::Opening {
+        chat_id: &chat.chat_id,
+        campus: caller.scope().run_mode.campus().map(|c| c.id),
+        title,
+        sent,
+        answers,
+        trace_id: (!trace.is_empty()).then(|| trace.to_owned()),
     }
 }

@@ -31,11 +31,37 @@ pub(super) async fn stop(
 ) -> Result<Response, ApiError> {
     let thread = thread_id(principal.user_id, &chat)?;
     tracing::Span::current().record("thread_id", tracing::field::display(thread));
-    let mut tx = caller::tenant(&state, &principal).await?;
+    let (status, key, turns) = match stop_thread(&state, &principal, thread).await? {
+        Stopped::Nothing => return Ok(StatusCode::NO_CONTENT.into_response()),
+        Stopped::Ended(turns) => (StatusCode::OK, "stopped", turns),
+        Stopped::Ending(turns) => (StatusCode::ACCEPTED, "stopping", turns),
+    };
+    Ok((status, axum::Json(serde_json::json!({ key: turns }))).into_response())
+}
+
+/// What [`stop_thread`] did.
+#[derive(Debug)]
+pub(crate) enum Stopped {
+    /// Nothing was running.
+    Nothing,
+    /// These turns were asked to stop and have ended.
+    Ended(Vec<TurnId>),
+    /// These turns were asked to stop and are still ending after `chat.stop_wait_ms`.
+    Ending(Vec<TurnId>),
+}
+
+/// Stops `thread`'s open turns (the caller's thread: another user's is `NotFound`): the stop is
+/// recorded, the workers are told, and the turns' ends awaited for at most `chat.stop_wait_ms`.
+pub(crate) async fn stop_thread(
+    state: &AppState,
+    principal: &Principal,
+    thread: rover_contracts::ids::ThreadId,
+) -> Result<Stopped, ApiError> {
+    let mut tx = caller::tenant(state, principal).await?;
     rover_turnstore::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
     let turns = rover_turnstore::conversation::request_stop(&mut tx, thread).await?;
     if turns.is_empty() {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return Ok(Stopped::Nothing);
     }
     // Followed before the workers are told, so no turn's end can slip past.
     let ends: Vec<_> = turns
@@ -43,24 +69,47 @@ pub(super) async fn stop(
         .map(|turn| state.events.follow(*turn))
         .collect();
     tx.commit().await?;
-    tell_workers_to_stop(&state, &turns).await;
+    tell_workers_to_stop(state, &turns).await;
     tracing::info!(%thread, turns = turns.len(), "asked to stop the chat's reply");
     let wait = Duration::from_millis(state.settings.chat.stop_wait_ms);
     let ended = tokio::time::timeout(wait, async {
         for ((_following, live), turn) in ends.into_iter().zip(&turns) {
-            wait_ended(&state, &principal, *turn, live).await?;
+            wait_ended(state, principal, *turn, live).await?;
         }
         Ok::<_, ApiError>(())
     })
     .await;
-    let (status, key) = match ended {
+    match ended {
         Ok(ended) => {
             ended?;
-            (StatusCode::OK, "stopped")
+            Ok(Stopped::Ended(turns))
         }
-        Err(_) => (StatusCode::ACCEPTED, "stopping"),
-    };
-    Ok((status, axum::Json(serde_json::json!({ key: turns }))).into_response())
+        // A `finish` published while this replica's events subscription was reconnecting is
+        // recorded all the same: one last look before answering that the turns are still ending.
+        Err(_) => {
+            for turn in &turns {
+                if !finish_recorded(state, principal, *turn).await? {
+                    return Ok(Stopped::Ending(turns));
+                }
+            }
+            Ok(Stopped::Ended(turns))
+        }
+    }
+}
+
+/// Whether `turn`'s `finish` is recorded.
+async fn finish_recorded(
+    state: &AppState,
+    principal: &Principal,
+    turn: TurnId,
+) -> Result<bool, ApiError> {
+    let mut tx = caller::tenant(state, principal).await?;
+    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
+    tx.commit().await?;
+    Ok(recorded
+        .into_iter()
+        .filter_map(|payload| serde_json::from_value::<TurnEvent>(payload).ok())
+        .any(|event| matches!(event.event, TurnEventKind::Finish { .. })))
 }
 
 /// Waits until `turn` has ended: its `finish` recorded already, or arriving on `live`.
@@ -70,19 +119,11 @@ async fn wait_ended(
     turn: TurnId,
     mut live: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
 ) -> Result<(), ApiError> {
-    let finished = |event: &TurnEvent| matches!(event.event, TurnEventKind::Finish { .. });
-    let mut tx = caller::tenant(state, principal).await?;
-    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
-    tx.commit().await?;
-    if recorded
-        .into_iter()
-        .filter_map(|payload| serde_json::from_value::<TurnEvent>(payload).ok())
-        .any(|event| finished(&event))
-    {
+    if finish_recorded(state, principal, turn).await? {
         return Ok(());
     }
     while let Some(event) = live.recv().await {
-        if finished(&event) {
+        if matches!(event.event, TurnEventKind::Finish { .. }) {
             break;
         }
     }
@@ -91,7 +132,7 @@ async fn wait_ended(
 
 /// Tells every worker that `turns` were asked to stop (the one running each acts). Best effort:
 /// the stop is already recorded, and a worker sees it at the turn's next step without the word.
-pub(super) async fn tell_workers_to_stop(state: &AppState, turns: &[TurnId]) {
+pub(crate) async fn tell_workers_to_stop(state: &AppState, turns: &[TurnId]) {
     let exchange = state.topology.control_exchange();
     for turn in turns {
         let key = rover_messaging::stop_routing_key(&turn.to_string());

@@ -189,7 +189,7 @@ impl Call {
 /// The tool server's permission check, the very same function
 /// ([`rover_domain::policy::authorize`]): the school's live policy rows, read in the tenant
 /// transaction, decide; a denial reads exactly as the tool's envelope does.
-async fn authorize(
+pub(crate) async fn authorize(
     tx: &mut TenantTx,
     user: UserId,
     permission: Permission,

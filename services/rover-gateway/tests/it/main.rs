@@ -7,6 +7,7 @@
 )]
 
 mod auth;
+mod chats;
 mod console;
 mod edge;
 mod hardening;

@@ -38,7 +38,7 @@ pub(crate) struct Rest {
     pub(crate) state: AppState,
     pub(crate) db: TestDb,
     /// Connected as the owner role (bypasses row-level security): for checking effects.
-    owner: PgPool,
+    pub(crate) owner: PgPool,
     _keys: TurnKeys,
     // Dropped last, after the broker connection in `state`.
     pub(crate) vhost: TestVhost,
@@ -169,6 +169,18 @@ impl Rest {
             })
         };
         Reply { status, body }
+    }
+
+    /// Sends `request` and returns its status and headers, dropping the body unread (a chat
+    /// stream, as a client that goes away).
+    pub(crate) async fn send_raw(
+        &self,
+        request: Request<Body>,
+    ) -> (StatusCode, axum::http::HeaderMap) {
+        let response = within("the router answers", self.router.clone().oneshot(request))
+            .await
+            .expect("the router is infallible");
+        (response.status(), response.headers().clone())
     }
 
     pub(crate) async fn get(&self, email: &str, path: &str) -> Reply {
@@ -910,6 +922,17 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
         ("/api/staff", "get", "list_staff"),
         ("/api/tool-labels", "get", "tool_labels"),
         ("/api/openapi.json", "get", "openapi"),
+        ("/api/chats", "get", "list_chats"),
+        ("/api/chats/export", "get", "export_chats"),
+        ("/api/chats/{id}", "get", "read_chat"),
+        ("/api/chats/{id}", "patch", "rename_chat"),
+        ("/api/chats/{id}", "delete", "delete_chat"),
+        (
+            "/api/chats/{id}/messages/{messageId}/feedback",
+            "post",
+            "rate_reply",
+        ),
+        ("/api/staff/{id}/chats", "delete", "erase_staff_chats"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
@@ -966,6 +989,24 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
     assert_eq!(
         error["properties"]["error"]["required"],
         json!(["code", "message"])
+    );
+
+    // The history API: its schemas are the handlers' own types, and the erasure names its
+    // permission and audit event.
+    let erase = &doc["paths"]["/api/staff/{id}/chats"]["delete"];
+    assert_eq!(erase["x-rover-permission"], "delete:Staff");
+    assert_eq!(erase["x-rover-audit-event"], "erase.chats");
+    let list = &doc["paths"]["/api/chats"]["get"]["parameters"];
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["cursor", "limit", "q"], "{list:#}");
+    assert_eq!(
+        doc["components"]["schemas"]["ChatDetail"]["properties"]["messages"]["type"],
+        "array"
     );
 
     // Every reference resolves inside the document.

@@ -14,4 +14,5 @@ mod budgets;
 mod compaction;
 mod failures;
 mod questions;
+mod retention;
 mod utterances;

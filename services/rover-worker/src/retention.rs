@@ -1,0 +1,73 @@
+//! The chat retention sweep: every school that set a retention period (`chat_retention`) loses
+//! the chats idle for longer, in batches; deleted-thread tombstones older than any turn identity
+//! issued before them are forgotten. Each replica sweeps on its own timer: a batch skips the rows
+//! another sweeper holds (`FOR UPDATE SKIP LOCKED`) and a second delete of a gone row does
+//! nothing, so running everywhere at once is safe.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+/// How long a deleted thread's tombstone is kept: longer than any turn identity lives (the
+/// gateway's `identity.ttl_secs`, 30 minutes by default), so a turn of a deleted chat still in
+/// the queue can never recreate it.
+const TOMBSTONE_LIFE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What one sweep removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Chats past their school's retention period.
+    pub chats: u64,
+    /// Tombstones forgotten.
+    pub tombstones: i64,
+}
+
+/// Sweeps once: for each school with a retention period, its expired chats (batch after batch
+/// until none is left), then old tombstones.
+pub async fn sweep(pool: &PgPool) -> Result<Swept, rover_domain::DomainError> {
+    let mut swept = Swept::default();
+    for (school, keep_days) in rover_turnstore::chats::retention(pool).await? {
+        let school = rover_contracts::ids::SchoolId::from_uuid(school);
+        loop {
+            let mut tx = rover_domain::begin_tenant(pool, school).await?;
+            let deleted = rover_turnstore::chats::sweep_school(&mut tx, keep_days).await?;
+            tx.commit().await?;
+            swept.chats += deleted;
+            if deleted < rover_turnstore::chats::SWEEP_BATCH.unsigned_abs() {
+                break;
+            }
+        }
+    }
+    swept.tombstones = rover_turnstore::chats::forget_deleted(pool, TOMBSTONE_LIFE).await?;
+    if swept.chats > 0 || swept.tombstones > 0 {
+        tracing::info!(
+            chats = swept.chats,
+            tombstones = swept.tombstones,
+            "retention sweep removed expired chats"
+        );
+    }
+    Ok(swept)
+}
+
+/// Sweeps at start-up and then every `period`, until `stop` resolves; a failed sweep is logged
+/// and the next one tries again.
+pub(crate) async fn sweep_periodically(
+    pool: PgPool,
+    period: Duration,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut every = tokio::time::interval(period.max(Duration::from_secs(1)));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let sweeping = async {
+        loop {
+            every.tick().await;
+            if let Err(error) = sweep(&pool).await {
+                tracing::warn!(%error, "the chat retention sweep failed");
+            }
+        }
+    };
+    tokio::select! {
+        () = sweeping => {}
+        _ = stop => {}
+    }
+}

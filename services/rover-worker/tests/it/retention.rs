@@ -1,0 +1,154 @@
+//! The chat retention sweep: a school that keeps chats for N days loses those idle for longer
+//! (everything they own), never one with a reply still open, never another school's; sweeps
+//! running at once on several replicas delete each chat once; old tombstones are forgotten.
+
+use rover_contracts::ids::{SchoolId, ThreadId, TurnId, UserId};
+use rover_domain::testing::TestDb;
+use serde_json::json;
+use sqlx::PgPool;
+
+/// A chat of `user` in `school`, with one turn and a message, idle for `idle_days`.
+async fn chat(
+    db: &TestDb,
+    owner: &PgPool,
+    school: SchoolId,
+    user: UserId,
+    idle_days: i32,
+) -> ThreadId {
+    let thread = ThreadId::new();
+    let turn = TurnId::new();
+    let mut tx = rover_domain::begin_tenant(&db.pool, school).await.unwrap();
+    rover_turnstore::conversation::ensure_thread(&mut tx, thread, user)
+        .await
+        .unwrap();
+    let chat_id = format!("chat-{}", thread.as_uuid().simple());
+    rover_turnstore::chats::record_turn(
+        &mut tx,
+        thread,
+        turn,
+        &rover_turnstore::chats::Opening {
+            chat_id: &chat_id,
+            campus: None,
+            title: Some("Old news".to_owned()),
+            sent: Some(json!({ "id": "u1", "role": "user", "parts": [] })),
+            answers: None,
+            trace_id: None,
+        },
+    )
+    .await
+    .unwrap();
+    rover_turnstore::conversation::append(
+        &mut tx,
+        thread,
+        turn,
+        &[json!({ "role": "user", "content": "Pupil records" })],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    sqlx::query(
+        "UPDATE threads SET last_activity_at = now() - make_interval(days => $2) WHERE id = $1",
+    )
+    .bind(thread.as_uuid())
+    .bind(idle_days)
+    .execute(owner)
+    .await
+    .unwrap();
+    thread
+}
+
+async fn exists(owner: &PgPool, thread: ThreadId) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM threads WHERE id = $1)")
+        .bind(thread.as_uuid())
+        .fetch_one(owner)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn expired_chats_go_open_ones_and_other_schools_stay_and_replicas_do_not_collide() {
+    let db = TestDb::new().await;
+    let owner = PgPool::connect(db.owner_url()).await.unwrap();
+    let (hill, lakeside) = (db.ids.hill, db.ids.lakeside);
+    let admin = db.ids.user("admin@hill.school");
+    let lake = db.ids.user("admin@lakeside.college");
+
+    // No retention row anywhere: nothing goes, however old.
+    let ancient = chat(&db, &owner, hill, admin, 4000).await;
+    assert_eq!(
+        rover_worker::retention::sweep(&db.pool)
+            .await
+            .unwrap()
+            .chats,
+        0
+    );
+    assert!(exists(&owner, ancient).await);
+
+    sqlx::query("INSERT INTO chat_retention (school_id, keep_days) VALUES ($1, 30)")
+        .bind(hill.as_uuid())
+        .execute(&owner)
+        .await
+        .unwrap();
+    let mut expired = vec![ancient];
+    for _ in 0..6 {
+        expired.push(chat(&db, &owner, hill, admin, 31).await);
+    }
+    let recent = chat(&db, &owner, hill, admin, 29).await;
+    let running = chat(&db, &owner, hill, admin, 90).await;
+    sqlx::query(
+        "INSERT INTO open_turns (school_id, turn_id, thread_id, user_id, expires_at) \
+         VALUES ($1, gen_random_uuid(), $2, $3, now() + interval '10 minutes')",
+    )
+    .bind(hill.as_uuid())
+    .bind(running.as_uuid())
+    .bind(admin.as_uuid())
+    .execute(&owner)
+    .await
+    .unwrap();
+    let other_school = chat(&db, &owner, lakeside, lake, 400).await;
+
+    // Three replicas sweep at once: each expired chat is deleted exactly once between them.
+    let (a, b, c) = tokio::join!(
+        rover_worker::retention::sweep(&db.pool),
+        rover_worker::retention::sweep(&db.pool),
+        rover_worker::retention::sweep(&db.pool),
+    );
+    let total = a.unwrap().chats + b.unwrap().chats + c.unwrap().chats;
+    assert_eq!(total, expired.len() as u64);
+    for thread in &expired {
+        assert!(
+            !exists(&owner, *thread).await,
+            "{thread} outlived its school's retention"
+        );
+    }
+    for thread in [recent, running, other_school] {
+        assert!(exists(&owner, thread).await, "{thread} was swept");
+    }
+    // Everything the expired chats owned went with them; each left a tombstone.
+    let ids: Vec<uuid::Uuid> = expired.iter().map(ThreadId::as_uuid).collect();
+    for table in ["conversation_log", "chat_turns"] {
+        let left: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE thread_id = ANY($1)"
+        ))
+        .bind(&ids)
+        .fetch_one(&owner)
+        .await
+        .unwrap();
+        assert_eq!(left, 0, "{table}");
+    }
+    let tombstones: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deleted_threads WHERE thread_id = ANY($1)")
+            .bind(&ids)
+            .fetch_one(&owner)
+            .await
+            .unwrap();
+    assert_eq!(tombstones, expired.len() as i64);
+
+    // A day later, the tombstones are forgotten.
+    sqlx::query("UPDATE deleted_threads SET deleted_at = now() - interval '25 hours'")
+        .execute(&owner)
+        .await
+        .unwrap();
+    let swept = rover_worker::retention::sweep(&db.pool).await.unwrap();
+    assert_eq!((swept.chats, swept.tombstones), (0, expired.len() as i64));
+}
