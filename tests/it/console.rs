@@ -205,6 +205,15 @@ async fn the_console_chats_and_keeps_its_history_on_the_server_in_chromium() {
     storage(&report);
     // The page ran under the gateway's CSP (its own scripts only) without an error.
     assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
+    // On the server: the deleted chat is gone with its events, and the stopped chat holds its two
+    // turns (one per message sent: nothing was sent twice).
+    assert_eq!(stack.count("SELECT count(*) FROM threads").await, 1);
+    assert_eq!(
+        stack
+            .count("SELECT count(DISTINCT turn_id) FROM turn_events")
+            .await,
+        2
+    );
     // One department each: nothing was sent twice, by the reload or anything else.
     for name in ["Sciences", "Arts"] {
         assert_eq!(
