@@ -1,17 +1,21 @@
 import { useState } from 'react';
-import { Chat } from './Chat.jsx';
+import { ChatPane } from './Chat.jsx';
+import { Sidebar } from './Sidebar.jsx';
 import { SignIn } from './SignIn.jsx';
-import { chatIdFromUrl, clearStored, loadSession, newChatId, saveSession, setChatIdInUrl } from './session.js';
+import { chatFromUrl, clearStored, loadSession, newChatId, saveSession, setChatIdInUrl } from './session.js';
 
 export function App() {
   const [session, setSession] = useState(loadSession);
-  const [chatId, setChatId] = useState(chatIdFromUrl);
+  // The open chat; `fresh` when it was just made here (the server has nothing of it yet).
+  const [chat, setChat] = useState(chatFromUrl);
+  // Bumped when the chat list may have changed (a turn began or ended): the sidebar reloads.
+  const [changes, setChanges] = useState(0);
 
-  const startChat = () => {
-    const id = newChatId();
+  const openChat = (id, fresh = false) => {
     setChatIdInUrl(id);
-    setChatId(id);
+    setChat({ id, fresh });
   };
+  const startChat = () => openChat(newChatId(), true);
   const signIn = (next) => {
     saveSession(next);
     setSession(next);
@@ -22,9 +26,10 @@ export function App() {
     clearStored();
     setSession(null);
   };
+  const changed = () => setChanges((n) => n + 1);
 
   return (
-    <div className="page">
+    <div className={session ? 'page signed-in' : 'page'}>
       <header className="bar">
         <div className="brand">
           <span className="logo">R</span> Rover <span className="muted">Hub console</span>
@@ -35,9 +40,6 @@ export function App() {
               {session.name} · {session.campus ? `${session.campus}, ` : ''}
               {session.school}
             </span>
-            <button type="button" className="ghost" onClick={startChat}>
-              New chat
-            </button>
             <button type="button" className="ghost" onClick={signOut}>
               Sign out
             </button>
@@ -45,7 +47,26 @@ export function App() {
         )}
       </header>
       {session ? (
-        <Chat key={`${session.email}/${chatId}`} chatId={chatId} session={session} onSignOut={signOut} />
+        <div className="workspace">
+          <Sidebar
+            key={session.email}
+            session={session}
+            openId={chat.id}
+            changes={changes}
+            onOpen={(id) => openChat(id)}
+            onNew={startChat}
+            onDeleted={(id) => id === chat.id && startChat()}
+            onSignOut={signOut}
+          />
+          <ChatPane
+            key={`${session.email}/${chat.id}`}
+            chatId={chat.id}
+            fresh={chat.fresh}
+            session={session}
+            onChanged={changed}
+            onSignOut={signOut}
+          />
+        </div>
       ) : (
         <SignIn onSignIn={signIn} />
       )}

@@ -7,9 +7,9 @@ import {
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { labelFor, loadLabels } from './labels.js';
-import { loadMessages, saveMessages } from './session.js';
-import { Question } from './Question.jsx';
+import { getChat, isSignedOut, stopChat } from './api.js';
+import { loadLabels } from './labels.js';
+import { Message } from './Message.jsx';
 
 // Utterances the scripted model (`make run`) understands; a real model takes anything.
 const SUGGESTIONS = [
@@ -19,9 +19,13 @@ const SUGGESTIONS = [
   'What can you do?',
 ];
 
-const openKey = (chatId) => `rover.console.open.${chatId}`;
+/** How often, and how long, the page asks whether a reply still ending after Stop has ended. */
+const STOP_POLL_MS = 500;
+const STOP_POLL_LIMIT_MS = 30_000;
 
-/** The last message answers an `ask_user` question: send it (ai@6 `sendAutomaticallyWhen`). */
+const NEW_CHAT = { messages: [], status: 'idle' };
+
+/** The last message answers an `ask_user` question: send it (`sendAutomaticallyWhen`). */
 function answeredQuestion({ messages }) {
   const last = messages[messages.length - 1];
   if (!last || last.role !== 'assistant') return false;
@@ -37,25 +41,95 @@ function sendAutomaticallyWhen(options) {
   return answeredQuestion(options) || lastAssistantMessageIsCompleteWithApprovalResponses(options);
 }
 
-export function Chat({ chatId, session, onSignOut }) {
-  const authorization = `Bearer ${session.token}`;
-  const initialMessages = useMemo(() => loadMessages(chatId), [chatId]);
-  // Resume when the page went away mid-turn (no reply finished since the last send), or when this
-  // browser has none of the thread yet.
-  const [resume] = useState(
-    () =>
-      initialMessages.length === 0 ||
-      initialMessages[initialMessages.length - 1].role === 'user' ||
-      localStorage.getItem(openKey(chatId)) === 'true',
+/** The gateway's JSON error message, or the client's own. */
+function errorText(error) {
+  try {
+    return JSON.parse(error.message)?.error?.message ?? error.message;
+  } catch {
+    return error.message;
+  }
+}
+
+/**
+ * The open chat: loaded from `GET /api/chats/{id}` (a chat made here is not asked for), then
+ * handed to `useChat`. A reply the server says is still running is resumed.
+ */
+export function ChatPane({ chatId, fresh, session, onChanged, onSignOut }) {
+  const [loaded, setLoaded] = useState(fresh ? NEW_CHAT : null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    if (fresh) return undefined;
+    let live = true;
+    getChat(session.token, chatId).then(
+      // Unknown to the server: a chat that has not begun (or was deleted meanwhile).
+      (chat) => live && setLoaded(chat ?? NEW_CHAT),
+      (e) => live && setError(e),
+    );
+    return () => {
+      live = false;
+    };
+  }, [chatId, fresh, session.token]);
+
+  if (error) {
+    return (
+      <main className="chat">
+        <div className="error notice" role="alert" data-testid="error">
+          {isSignedOut(error) ? 'Your session has ended.' : `This chat could not be opened: ${error.message}`}{' '}
+          {isSignedOut(error) && (
+            <button type="button" className="ghost" onClick={onSignOut}>
+              Sign in again
+            </button>
+          )}
+        </div>
+      </main>
+    );
+  }
+  if (!loaded) {
+    return (
+      <main className="chat">
+        <p className="muted notice" data-testid="loading">
+          Opening the chat…
+        </p>
+      </main>
+    );
+  }
+  return (
+    <Chat
+      chatId={chatId}
+      session={session}
+      initialMessages={loaded.messages}
+      resume={loaded.status === 'running'}
+      onChanged={onChanged}
+      onSignOut={onSignOut}
+    />
   );
+}
+
+function Chat({ chatId, session, initialMessages, resume, onChanged, onSignOut }) {
+  const token = session.token;
   const [labels, setLabels] = useState({});
   const [streamedLabels, setStreamedLabels] = useState({});
   const [draft, setDraft] = useState('');
+  // Replies that ended without finishing (stopped here or elsewhere), by message id; only this
+  // page's view, nothing is stored.
+  const [stopped, setStopped] = useState(() => new Set());
+  // Stop was pressed and the gateway has not yet said the reply ended.
+  const [stopping, setStopping] = useState(false);
+  const mounted = useRef(true);
   const end = useRef(null);
 
   const transport = useMemo(
-    () => new DefaultChatTransport({ api: '/api/chat', headers: { Authorization: authorization } }),
-    [authorization],
+    () =>
+      new DefaultChatTransport({
+        api: '/api/chat',
+        headers: { Authorization: `Bearer ${token}` },
+        // The gateway reads only the last message (the history is the server's), so a long
+        // thread reopened from the server is not sent back with every message.
+        prepareSendMessagesRequest: ({ id, messages, trigger, messageId }) => ({
+          body: { id, messages: messages.slice(-1), trigger, messageId },
+        }),
+      }),
+    [token],
   );
   const { messages, sendMessage, status, error, stop, addToolOutput, addToolApprovalResponse, clearError } = useChat({
     id: chatId,
@@ -63,10 +137,12 @@ export function Chat({ chatId, session, onSignOut }) {
     transport,
     resume,
     sendAutomaticallyWhen,
-    // A reply is open from its request until a stream ends normally; leaving the page (which
-    // aborts the stream) keeps it open, so the reload resumes it.
-    onFinish: ({ isAbort, isDisconnect, isError }) => {
-      if (!isAbort && !isDisconnect && !isError) localStorage.setItem(openKey(chatId), 'false');
+    onFinish: ({ message, messages: all, isError, finishReason }) => {
+      // A stream that ends without `finish` was stopped (here, or by the gateway's `abort`).
+      if (!isError && finishReason == null) {
+        const shown = all.some((m) => m.id === message.id) ? message.id : all[all.length - 1]?.id;
+        if (shown) setStopped((known) => new Set(known).add(shown));
+      }
     },
     onData: (part) => {
       if (part.type === 'data-tool-label') {
@@ -76,33 +152,56 @@ export function Chat({ chatId, session, onSignOut }) {
   });
 
   useEffect(() => {
+    mounted.current = true;
     loadLabels().then(setLabels);
+    return () => {
+      mounted.current = false;
+    };
   }, []);
   useEffect(() => {
-    saveMessages(chatId, messages);
     end.current?.scrollIntoView({ block: 'end' });
-  }, [chatId, messages]);
+  }, [messages]);
   const busy = status === 'submitted' || status === 'streaming';
+  // The sidebar reloads when a reply begins (a new chat appears) and ends (its title, status).
+  const wasBusy = useRef(busy);
   useEffect(() => {
-    if (busy) localStorage.setItem(openKey(chatId), 'true');
-  }, [chatId, busy]);
+    if (wasBusy.current !== busy) onChanged();
+    wasBusy.current = busy;
+  }, [busy, onChanged]);
 
   const send = (text) => {
     const trimmed = text.trim();
-    if (!trimmed || busy) return;
+    if (!trimmed || busy || stopping) return;
     clearError();
-    sendMessage({ text: trimmed });
+    void sendMessage({ text: trimmed });
     setDraft('');
   };
-  const stopTurn = () => {
-    // The stream stops here at once; the gateway is asked to stop the turn itself.
-    void stop();
-    void fetch(`/api/chat/${encodeURIComponent(chatId)}/stop`, {
-      method: 'POST',
-      headers: { Authorization: authorization },
-    }).catch(() => {});
+  const stopTurn = async () => {
+    setStopping(true);
+    try {
+      // The page stops reading at once, then asks the gateway to stop the reply itself.
+      await stop();
+      const answered = await stopChat(token, chatId).catch(() => null);
+      // 202: the reply is still ending; the next message waits until the server says it ended.
+      if (answered === 202) await untilEnded();
+    } finally {
+      if (mounted.current) {
+        setStopping(false);
+        onChanged();
+      }
+    }
+  };
+  const untilEnded = async () => {
+    const deadline = Date.now() + STOP_POLL_LIMIT_MS;
+    while (mounted.current && Date.now() < deadline) {
+      const chat = await getChat(token, chatId).catch(() => null);
+      if (chat?.status !== 'running') return;
+      await new Promise((resolve) => setTimeout(resolve, STOP_POLL_MS));
+    }
   };
   const signedOut = error?.message?.includes('"unauthenticated"');
+  const visible = shown(messages);
+  const last = visible[visible.length - 1];
 
   return (
     <main className="chat">
@@ -119,12 +218,17 @@ export function Chat({ chatId, session, onSignOut }) {
             </div>
           </div>
         )}
-        {shown(messages).map((message) => (
+        {visible.map((message) => (
           <Message
             key={message.id}
             message={message}
+            chatId={chatId}
+            token={token}
             labels={labels}
             streamedLabels={streamedLabels}
+            // The reply still streaming gets no feedback buttons yet.
+            streaming={busy && message === last && message.role === 'assistant'}
+            stopped={stopped.has(message.id)}
             canAnswer={!busy}
             answer={(toolCallId, output) => addToolOutput({ tool: 'ask_user', toolCallId, output })}
             decide={(id, approved) => addToolApprovalResponse({ id, approved })}
@@ -158,12 +262,12 @@ export function Chat({ chatId, session, onSignOut }) {
           aria-label="Message Rover"
         />
         {busy ? (
-          <button type="button" className="stop" data-testid="stop" onClick={stopTurn}>
+          <button type="button" className="stop" data-testid="stop" onClick={() => void stopTurn()}>
             Stop
           </button>
         ) : (
-          <button type="submit" data-testid="send" disabled={!draft.trim()}>
-            Send
+          <button type="submit" data-testid="send" disabled={stopping || !draft.trim()}>
+            {stopping ? 'Stopping…' : 'Send'}
           </button>
         )}
       </form>
@@ -184,105 +288,4 @@ function shown(messages) {
     const calls = message.parts.map((part) => part.toolCallId).filter(Boolean);
     return calls.length === 0 || !calls.every((id) => later.has(id));
   });
-}
-
-/** The gateway's JSON error message, or the client's own. */
-function errorText(error) {
-  try {
-    return JSON.parse(error.message)?.error?.message ?? error.message;
-  } catch {
-    return error.message;
-  }
-}
-
-function Message({ message, labels, streamedLabels, canAnswer, answer, decide }) {
-  if (message.role === 'user') {
-    const text = message.parts
-      .filter((part) => part.type === 'text')
-      .map((part) => part.text)
-      .join('\n');
-    return (
-      <div className="message user" data-testid="user-message">
-        {text}
-      </div>
-    );
-  }
-  // The turn that carries an answer replays the answered call (so its stream stands alone): a
-  // tool call is drawn once, in its latest state.
-  const lastIndex = new Map(message.parts.map((part, index) => [part.toolCallId ?? index, index]));
-  const parts = message.parts.filter((part, index) => lastIndex.get(part.toolCallId ?? index) === index);
-  return (
-    <div className="message assistant" data-testid="assistant-message">
-      {parts.map((part, index) => (
-        <Part
-          key={part.toolCallId ?? `${part.type}-${index}`}
-          part={part}
-          labels={labels}
-          streamedLabels={streamedLabels}
-          canAnswer={canAnswer}
-          answer={answer}
-          decide={decide}
-        />
-      ))}
-    </div>
-  );
-}
-
-function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
-  if (part.type === 'text') {
-    return (
-      <p className="reply" data-testid="reply">
-        {part.text}
-      </p>
-    );
-  }
-  if (part.type === 'data-subagent') {
-    return (
-      <details className="subagent">
-        <summary>{part.data.agent.replaceAll('_', ' ')} worked on it</summary>
-        <p>{part.data.text}</p>
-      </details>
-    );
-  }
-  if (!isToolUIPart(part)) return null;
-  // A failed tool call is not drawn: Rover's reply carries the news (the seed's rule).
-  if (part.state === 'output-error') return null;
-  const name = getToolName(part);
-  const streamed = streamedLabels[part.toolCallId];
-  const agent = streamed?.agent && streamed.agent !== 'rover' ? streamed.agent.replaceAll('_', ' ') : null;
-  const done = part.state === 'output-available';
-  return (
-    <>
-      <div className={`activity ${done ? 'done' : 'running'}`} data-testid="activity" data-tool={name} data-state={part.state}>
-        <span className="marker" aria-hidden="true">
-          {done ? '✓' : part.state === 'output-denied' ? '✕' : '•'}
-        </span>
-        <span className="label">{labelFor(name, labels, streamed)}</span>
-        {agent && <span className="agent">{agent}</span>}
-      </div>
-      {name === 'ask_user' && part.state !== 'input-streaming' && (
-        <Question part={part} canAnswer={canAnswer} answer={answer} />
-      )}
-      {part.state === 'approval-requested' && (
-        <div className="approval" data-testid="approval">
-          <span>
-            Rover needs your approval to run <strong>{labelFor(name, labels, streamed)}</strong> with exactly:
-          </span>
-          {/* The exact input that will run: text a colleague planted can hide nothing here. */}
-          <pre className="approval-input" data-testid="approval-input">
-            {JSON.stringify(part.input, null, 2)}
-          </pre>
-          <button type="button" data-testid="approve" onClick={() => decide(part.approval.id, true)}>
-            Approve
-          </button>
-          <button type="button" className="ghost" data-testid="deny" onClick={() => decide(part.approval.id, false)}>
-            Deny
-          </button>
-        </div>
-      )}
-      {part.state === 'approval-responded' && (
-        <div className="approval muted">{part.approval.approved ? 'Approved.' : 'Denied.'}</div>
-      )}
-    </>
-  );
 }

@@ -1,10 +1,14 @@
-// What the console keeps in the browser: the signed-in demo user (their development token) and each
-// chat's messages, so a reload shows the thread and `useChat({ resume: true })` picks up its stream.
+// What the console keeps in the browser: the signed-in demo user (their development token), and
+// nothing else. Chats, their messages and their state are the server's (`/api/chats`); the open
+// chat's id is in the URL (`?chat=…`).
 
-const SESSION_KEY = 'rover.console.session';
-const messagesKey = (chatId) => `rover.console.messages.${chatId}`;
+const PREFIX = 'rover.console.';
+const SESSION_KEY = `${PREFIX}session`;
 
+/** The stored session, if any. Anything else an earlier console stored (chats' messages, stream
+ * markers) is forgotten on the way. */
 export function loadSession() {
+  forget((key) => key !== SESSION_KEY);
   try {
     return JSON.parse(localStorage.getItem(SESSION_KEY)) ?? null;
   } catch {
@@ -17,26 +21,18 @@ export function saveSession(session) {
   else localStorage.removeItem(SESSION_KEY);
 }
 
-/** Signing out forgets everything the console stored in this browser: the session, every chat's
- * messages and stream markers. */
+/** Signing out forgets everything the console stored in this browser. */
 export function clearStored() {
+  forget(() => true);
+}
+
+/** Removes the console's keys that `which` picks from local and session storage. */
+function forget(which) {
   for (const store of [localStorage, sessionStorage]) {
     const keys = [];
     for (let i = 0; i < store.length; i += 1) keys.push(store.key(i));
-    for (const key of keys) if (key?.startsWith('rover.console.')) store.removeItem(key);
+    for (const key of keys) if (key?.startsWith(PREFIX) && which(key)) store.removeItem(key);
   }
-}
-
-export function loadMessages(chatId) {
-  try {
-    return JSON.parse(localStorage.getItem(messagesKey(chatId))) ?? [];
-  } catch {
-    return [];
-  }
-}
-
-export function saveMessages(chatId, messages) {
-  localStorage.setItem(messagesKey(chatId), JSON.stringify(messages));
 }
 
 /** A chat id a Rover gateway accepts (letters, digits, '-' and '_'). */
@@ -44,15 +40,14 @@ export function newChatId() {
   return `console-${crypto.randomUUID()}`;
 }
 
-/** The chat id in the URL (`?chat=…`), made and written there when missing. */
-export function chatIdFromUrl() {
-  const url = new URL(window.location.href);
-  let id = url.searchParams.get('chat');
-  if (!id || !/^[A-Za-z0-9_-]{1,200}$/.test(id)) {
-    id = newChatId();
-    setChatIdInUrl(id);
-  }
-  return id;
+/** The chat named in the URL (`?chat=…`), or a new one (its id written there). `fresh` says the
+ * id was just made, so the server has nothing of it yet. */
+export function chatFromUrl() {
+  const id = new URL(window.location.href).searchParams.get('chat');
+  if (id && /^[A-Za-z0-9_-]{1,200}$/.test(id)) return { id, fresh: false };
+  const made = newChatId();
+  setChatIdInUrl(made);
+  return { id: made, fresh: true };
 }
 
 export function setChatIdInUrl(id) {

@@ -1,8 +1,12 @@
 //! The Hub console end to end, in a real browser: Debian's headless Chromium driven by
 //! playwright-core (`tests/browser/console.mjs`; no browser is downloaded) against the whole stack,
-//! the console served by the gateway at `/`. It signs in as a demo user, chats, reads the activity
-//! timeline, answers an `ask_user` question inline, reloads mid-reply and sees the stream resume,
-//! stops a reply, and leaves a screenshot in `target/console/console.png`.
+//! the console served by the gateway at `/`. It signs in as a demo user, approves a write on its
+//! card, rates a reply, reads the activity timeline, answers an `ask_user` question inline,
+//! reloads mid-reply (the chat comes back from the server and the stream resumes), stops a reply
+//! and sends the next message; then walks the chat history: the sidebar lists the chats, search and
+//! rename, a chat opened from the sidebar (its messages from the server) is continued with an
+//! approved write and deleted from the sidebar. It leaves a screenshot in
+//! `target/console/console.png`, and checks that the browser keeps the session only.
 //!
 //! Needs `/usr/bin/chromium` (`deploy/local/ensure-chromium.sh`, which `make test` runs). The
 //! console is built with `make console` (a no-op when `console/dist` is up to date) and the
@@ -129,12 +133,54 @@ fn texts(report: &Value, field: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chromium() {
-    let dist = built_console().await;
+fn json_text(report: &Value, field: &str) -> Value {
+    serde_json::from_str(&text(report, field))
+        .unwrap_or_else(|e| panic!("{field} is not JSON ({e}): {report:#}"))
+}
+
+/// The ids of the chats a `listed`-shaped field of the report holds, in order.
+fn chat_ids(report: &Value, field: &str) -> Vec<String> {
+    report[field]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {field} in the report: {report:#}"))
+        .iter()
+        .map(|chat| chat["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The title the sidebar showed for `id` in a `listed`-shaped field.
+fn title_of(report: &Value, field: &str, id: &str) -> String {
+    report[field]
+        .as_array()
+        .and_then(|chats| chats.iter().find(|chat| chat["id"] == id))
+        .and_then(|chat| chat["title"].as_str())
+        .unwrap_or_else(|| panic!("{id} is not in {field}: {report:#}"))
+        .to_owned()
+}
+
+/// Runs the browser script against `stack`, and answers what it saw.
+async fn walk_the_console(stack: &Stack, screenshot: &Path) -> Value {
     let dir = playwright().await;
-    let chromium = chromium();
-    // 120 ms between the model's chunks: a reply streams for long enough to reload in the middle.
+    let mut node = Command::new("node");
+    node.current_dir(&dir)
+        .env("ROVER_CHROMIUM", chromium())
+        .args([
+            "console.mjs",
+            &format!("http://{}", stack.gateway),
+            &screenshot.display().to_string(),
+        ]);
+    let output = run(node, "node console.mjs", BROWSER_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("the browser saw: {}", stdout.trim());
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"))
+}
+
+#[tokio::test]
+async fn the_console_chats_and_keeps_its_history_on_the_server_in_chromium() {
+    let dist = built_console().await;
+    // 120 ms between the model's chunks: a reply streams for long enough to reload or stop it in
+    // the middle.
     let stack = Stack::start_with(
         &["--chunk-delay-ms", "120"],
         &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
@@ -150,39 +196,85 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
     let screenshot = screenshots.join("console.png");
     let _ = std::fs::remove_file(&screenshot);
 
-    let mut node = Command::new("node");
-    node.current_dir(&dir)
-        .env("ROVER_CHROMIUM", &chromium)
-        .args([
-            "console.mjs",
-            &format!("http://{}", stack.gateway),
-            &screenshot.display().to_string(),
-        ]);
-    let output = run(node, "node console.mjs", BROWSER_TIMEOUT).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    eprintln!("the browser saw: {}", stdout.trim());
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
+    let report = walk_the_console(&stack, &screenshot).await;
 
+    chatting(&report);
+    reloading(&report);
+    stopping(&report);
+    history(&report);
+    storage(&report);
+    // The page ran under the gateway's CSP (its own scripts only) without an error.
+    assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
+    // On the server: the deleted chat is gone with its events, and the stopped chat holds its two
+    // turns (one per message sent: nothing was sent twice).
+    assert_eq!(stack.count("SELECT count(*) FROM threads").await, 1);
+    assert_eq!(
+        stack
+            .count("SELECT count(DISTINCT turn_id) FROM turn_events")
+            .await,
+        2
+    );
+    // One department each: nothing was sent twice, by the reload or anything else.
+    for name in ["Sciences", "Arts"] {
+        assert_eq!(
+            stack
+                .count(&format!(
+                    "SELECT count(*) FROM departments d JOIN schools s ON s.id = d.school_id \
+                     WHERE s.name = 'Kampala Hill School' AND d.name = '{name}'"
+                ))
+                .await,
+            1,
+            "{name}"
+        );
+    }
+    let png = std::fs::read(&screenshot).expect("the screenshot was saved");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{}",
+        png.len()
+    );
+}
+
+/// Signed in; a write approved on its card, a rated reply, the timeline, `ask_user` inline.
+fn chatting(report: &Value) {
     // Signed in with a development token from the gateway.
     assert!(
-        text(&report, "who").contains("Kampala Hill School"),
+        text(report, "who").contains("Kampala Hill School"),
         "{report:#}"
     );
-    // The approval card names the tool and shows exactly what will run.
+    // The approval card names the tool by its registry label and shows exactly what will run.
     assert!(
-        text(&report, "approvalCard").contains("Creating a department"),
+        text(report, "approvalLabel").contains("Creating a department"),
         "{report:#}"
     );
-    let shown: Value = serde_json::from_str(&text(&report, "approvalInput")).expect("JSON");
-    assert_eq!(shown, serde_json::json!({ "name": "Sciences" }));
+    assert!(
+        text(report, "approvalCard").contains("create_department"),
+        "{report:#}"
+    );
+    assert_eq!(
+        json_text(report, "approvalInput"),
+        serde_json::json!({ "name": "Sciences" })
+    );
     // One timeline row per tool call, with the registry's label, then the reply.
-    let rows = texts(&report, "createRows");
+    let rows = texts(report, "createRows");
     assert_eq!(rows.len(), 1, "{report:#}");
     assert!(rows[0].contains("Creating a department…"), "{rows:?}");
     assert!(
-        text(&report, "createReply").starts_with("Done — I created the Sciences department"),
+        text(report, "createReply").starts_with("Done — I created the Sciences department"),
         "{report:#}"
+    );
+    // Feedback on that reply: its message id, the rating and the comment, accepted.
+    let chat = text(report, "chatId");
+    let rated = text(report, "ratedMessageId");
+    assert!(rated.starts_with("msg-"), "{rated}");
+    assert_eq!(report["feedbackStatus"], 204, "{report:#}");
+    assert_eq!(
+        text(report, "feedbackPath"),
+        format!("/api/chats/{chat}/messages/{rated}/feedback")
+    );
+    assert_eq!(
+        report["feedbackBody"],
+        serde_json::json!({ "rating": "up", "comment": "Quick and right" })
     );
     // A failed tool call (ask_user beside another call) has no row; the successful one has.
     let failed = report["failedRows"].as_array().expect("failedRows");
@@ -195,19 +287,23 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
     );
     // ask_user: the question inline, the answer sent back, the turn carried on.
     assert!(
-        text(&report, "question").contains("I'm not sure what you'd like me to do"),
+        text(report, "question").contains("I'm not sure what you'd like me to do"),
         "{report:#}"
     );
-    assert!(text(&report, "answered").contains("The attendance for S1 Blue"));
+    assert!(text(report, "answered").contains("The attendance for S1 Blue"));
     assert!(
-        text(&report, "answerReply").starts_with("Thanks."),
+        text(report, "answerReply").starts_with("Thanks."),
         "{report:#}"
     );
-    // Reloaded mid-reply: the stream resumed (GET …/stream, 200) and the reply completed; the
-    // thread's earlier messages are still on the page.
+}
+
+/// Reloaded mid-reply: the chat came back from the server (running), the stream resumed
+/// (GET …/stream, 200) and the reply completed, the thread's earlier messages still there.
+fn reloading(report: &Value) {
+    assert_eq!(report["statusOnReload"], "running", "{report:#}");
     assert_eq!(report["resumeStatus"], 200, "{report:#}");
-    let before = text(&report, "beforeReload");
-    let after = text(&report, "afterReload");
+    let before = text(report, "beforeReload");
+    let after = text(report, "afterReload");
     assert!(
         after.starts_with("There are ") && after.contains(" students"),
         "{after}"
@@ -217,7 +313,7 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         "the page reloaded after the reply had finished ({before:?}); the reload was not mid-reply"
     );
     assert_eq!(
-        texts(&report, "historyAfterReload"),
+        texts(report, "historyAfterReload"),
         [
             "Create a department called Sciences",
             "Check the date and ask me which day I mean",
@@ -229,49 +325,132 @@ async fn the_console_chats_answers_questions_and_resumes_after_a_reload_in_chrom
         report["stoppable"].as_bool().unwrap_or_default(),
         "{report:#}"
     );
-    // Stop: the page stops the reply and asks the gateway to stop the turn (200 once it has
-    // stopped, 204 when it had ended already — the page's Stop may lose that race).
+}
+
+/// Stop: the page shows the reply stopped where it was, takes the next message and answers it;
+/// the server kept what was said. Which status the stop endpoint gave (200 once stopped, 202
+/// while still ending, 204 when nothing ran) is a timing race, so it is only printed.
+fn stopping(report: &Value) {
+    // The scripted model's `describe-how-you-work` reply begins and ends so.
+    const BEGINS: &str = "I work in small steps.";
+    const ENDS: &str = "which campus the answer covers.";
+    eprintln!("the page's Stop got {}", report["stopStatus"]);
+    assert_eq!(text(report, "stoppedMark"), "Stopped.", "{report:#}");
+    let stopped = text(report, "stoppedReply");
+    let stopped = stopped.trim_end();
     assert!(
-        matches!(report["stopStatus"].as_u64(), Some(200 | 204)),
+        !stopped.is_empty() && (BEGINS.starts_with(stopped) || stopped.starts_with(BEGINS)),
+        "{stopped:?}"
+    );
+    assert!(
+        !stopped.ends_with(ENDS),
+        "the reply had finished before Stop: {stopped:?}"
+    );
+    let next = text(report, "afterStop");
+    assert!(
+        next.starts_with("There are ") && next.contains(" students"),
+        "{next}"
+    );
+    // Reopened from the server: both messages, the stopped reply as far as it went (at least as
+    // far as the page saw), then the answer.
+    let reopened = &report["stoppedChat"];
+    assert_eq!(
+        reopened["users"],
+        serde_json::json!(["Describe how you work", "How many students do we have?"]),
         "{report:#}"
     );
-    assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
-    // The page ran under the gateway's CSP (its own scripts only) without an error, and signing
-    // out left nothing of the session or the chats in the browser.
+    let replies = reopened["replies"].as_array().expect("replies");
+    assert_eq!(replies.len(), 2, "{report:#}");
     assert!(
-        report["storedBeforeSignOut"].as_u64().unwrap_or_default() > 0,
+        replies[0]
+            .as_str()
+            .is_some_and(|kept| kept.starts_with(stopped)),
         "{report:#}"
     );
+    assert_eq!(replies[1].as_str(), Some(next.as_str()));
+}
+
+/// The sidebar: both chats listed newest first with the server's titles, search, rename; the
+/// first chat opened from it shows exactly what the page showed live, is continued with an
+/// approved write, and is deleted from the sidebar.
+fn history(report: &Value) {
+    let first = text(report, "chatId");
+    let second = text(report, "secondChatId");
+    assert!(
+        chat_ids(report, "firstListed").contains(&first),
+        "{report:#}"
+    );
+    assert_eq!(chat_ids(report, "listed"), [second.clone(), first.clone()]);
+    assert!(
+        title_of(report, "listed", &first).contains("Sciences"),
+        "{report:#}"
+    );
+    assert!(
+        title_of(report, "listed", &second).contains("work"),
+        "{report:#}"
+    );
+    assert_eq!(chat_ids(report, "searched"), [first.as_str()]);
+    assert_eq!(
+        title_of(report, "renamed", &first),
+        "Sciences and more",
+        "{report:#}"
+    );
+    // Opened from the sidebar: the messages came back from the server as the page had them.
+    assert_eq!(report["openStatus"], 200, "{report:#}");
+    assert_eq!(text(report, "urlChatAfterOpen"), first);
+    assert_eq!(report["reopened"], report["firstChat"], "{report:#}");
+    // Continued: the approval card with the label and the exact input, approved, answered.
+    assert!(
+        text(report, "continuedLabel").contains("Creating a department"),
+        "{report:#}"
+    );
+    assert_eq!(
+        json_text(report, "continuedInput"),
+        serde_json::json!({ "name": "Arts" })
+    );
+    assert!(
+        text(report, "continuedReply").starts_with("Done — I created the Arts department"),
+        "{report:#}"
+    );
+    assert_eq!(texts(report, "continuedRows").len(), 1, "{report:#}");
+    // Deleted from the sidebar: gone from the list, from the server, and off the page.
+    assert_eq!(chat_ids(report, "afterDelete"), [second.as_str()]);
+    assert_ne!(text(report, "afterDeleteUrlChat"), first);
+    assert_eq!(
+        report["serverAfterDelete"],
+        serde_json::json!({ "listed": [second], "status": 404 })
+    );
+    // One POST per message or answer, each carrying only the last message: the first chat's six
+    // turns before the reload and two after (the Arts message and its approval), the second's two.
+    let posts = report["posts"].as_array().expect("posts");
+    let of = |chat: &str| posts.iter().filter(|p| p["chat"] == chat).count();
+    assert_eq!(of(&first), 8, "{report:#}");
+    assert_eq!(of(&text(report, "secondChatId")), 2, "{report:#}");
+    assert!(posts.iter().all(|p| p["sent"] == 1), "{report:#}");
+}
+
+/// The browser keeps the session and nothing else (no chat, no message); signing out forgets it.
+fn storage(report: &Value) {
+    let before = &report["storedBeforeSignOut"];
+    let local = before["local"].as_object().expect("local storage");
+    assert_eq!(
+        local.keys().collect::<Vec<_>>(),
+        ["rover.console.session"],
+        "{report:#}"
+    );
+    assert_eq!(before["session"], serde_json::json!({}), "{report:#}");
+    let session = local["rover.console.session"].as_str().unwrap_or_default();
+    for content in [
+        text(report, "chatId"),
+        text(report, "secondChatId"),
+        "Sciences".to_owned(),
+        "students".to_owned(),
+    ] {
+        assert!(!session.contains(&content), "{content} in {session}");
+    }
     assert_eq!(
         report["storedAfterSignOut"],
-        serde_json::json!([]),
+        serde_json::json!({ "local": {}, "session": {} }),
         "{report:#}"
-    );
-
-    // Nothing was sent twice by the reloads: in the first chat, one turn per message sent (the
-    // answer to the question and the approval are turns of their own), and one department.
-    assert_eq!(
-        stack
-            .count(
-                "SELECT count(DISTINCT e.turn_id) FROM turn_events e \
-                 WHERE e.thread_id = (SELECT id FROM threads ORDER BY created_at LIMIT 1)"
-            )
-            .await,
-        6
-    );
-    assert_eq!(
-        stack
-            .count(
-                "SELECT count(*) FROM departments d JOIN schools s ON s.id = d.school_id \
-                 WHERE s.name = 'Kampala Hill School' AND d.name = 'Sciences'"
-            )
-            .await,
-        1
-    );
-    let png = std::fs::read(&screenshot).expect("the screenshot was saved");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "{}",
-        png.len()
     );
 }

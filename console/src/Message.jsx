@@ -1,0 +1,126 @@
+import { getToolName, isToolUIPart } from 'ai';
+import { Feedback } from './Feedback.jsx';
+import { labelFor } from './labels.js';
+import { Question } from './Question.jsx';
+
+/** One message of the thread: the staff member's text, or Rover's reply with its activity
+ * timeline, questions, approval cards and feedback buttons. */
+export function Message({ message, chatId, token, labels, streamedLabels, streaming, stopped, canAnswer, answer, decide }) {
+  if (message.role === 'user') {
+    const text = message.parts
+      .filter((part) => part.type === 'text')
+      .map((part) => part.text)
+      .join('\n');
+    return (
+      <>
+        <div className="message user" data-testid="user-message">
+          {text}
+        </div>
+        {stopped && (
+          <div className="stopped" data-testid="stopped">
+            Stopped before Rover answered.
+          </div>
+        )}
+      </>
+    );
+  }
+  // The turn that carries an answer replays the answered call (so its stream stands alone): a
+  // tool call is drawn once, in its latest state.
+  const lastIndex = new Map(message.parts.map((part, index) => [part.toolCallId ?? index, index]));
+  const parts = message.parts.filter((part, index) => lastIndex.get(part.toolCallId ?? index) === index);
+  return (
+    <div className="message assistant" data-testid="assistant-message" data-message-id={message.id}>
+      {parts.map((part, index) => (
+        <Part
+          key={part.toolCallId ?? `${part.type}-${index}`}
+          part={part}
+          labels={labels}
+          streamedLabels={streamedLabels}
+          canAnswer={canAnswer}
+          answer={answer}
+          decide={decide}
+        />
+      ))}
+      {stopped && (
+        <div className="stopped" data-testid="stopped">
+          Stopped.
+        </div>
+      )}
+      {!streaming && <Feedback chatId={chatId} messageId={message.id} token={token} />}
+    </div>
+  );
+}
+
+function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
+  if (part.type === 'text') {
+    return (
+      <p className="reply" data-testid="reply">
+        {part.text}
+      </p>
+    );
+  }
+  if (part.type === 'data-subagent') {
+    return (
+      <details className="subagent">
+        <summary>{part.data.agent.replaceAll('_', ' ')} worked on it</summary>
+        <p>{part.data.text}</p>
+      </details>
+    );
+  }
+  if (!isToolUIPart(part)) return null;
+  // A failed tool call is not drawn: Rover's reply carries the news (the seed's rule).
+  if (part.state === 'output-error') return null;
+  const name = getToolName(part);
+  const streamed = streamedLabels[part.toolCallId];
+  // The label: the one streamed with the call (live only), else the registry's.
+  const label = labelFor(name, labels, streamed);
+  const agent = streamed?.agent && streamed.agent !== 'rover' ? streamed.agent.replaceAll('_', ' ') : null;
+  const done = part.state === 'output-available';
+  return (
+    <>
+      <div className={`activity ${done ? 'done' : 'running'}`} data-testid="activity" data-tool={name} data-state={part.state}>
+        <span className="marker" aria-hidden="true">
+          {done ? '✓' : part.state === 'output-denied' ? '✕' : '•'}
+        </span>
+        <span className="label">{label}</span>
+        {agent && <span className="agent">{agent}</span>}
+      </div>
+      {name === 'ask_user' && part.state !== 'input-streaming' && (
+        <Question part={part} canAnswer={canAnswer} answer={answer} />
+      )}
+      {part.state === 'approval-requested' && (
+        <Approval name={name} label={label} input={part.input} decide={(approved) => decide(part.approval.id, approved)} />
+      )}
+      {part.state === 'approval-responded' && (
+        <div className="approval muted">{part.approval.approved ? 'Approved.' : 'Denied.'}</div>
+      )}
+    </>
+  );
+}
+
+/** A write waiting for the staff member: what it does (the registry's label), the tool and the
+ * exact input that will run, and Approve / Deny. */
+function Approval({ name, label, input, decide }) {
+  return (
+    <div className="approval card-approval" data-testid="approval">
+      <div className="approval-head">
+        Rover asks your approval: <strong data-testid="approval-label">{label}</strong>
+      </div>
+      <div className="muted">
+        It will run <code>{name}</code> with exactly:
+      </div>
+      {/* The exact input that will run: text a colleague planted can hide nothing here. */}
+      <pre className="approval-input" data-testid="approval-input">
+        {JSON.stringify(input, null, 2)}
+      </pre>
+      <div className="approval-actions">
+        <button type="button" data-testid="approve" onClick={() => decide(true)}>
+          Approve
+        </button>
+        <button type="button" className="ghost" data-testid="deny" onClick={() => decide(false)}>
+          Deny
+        </button>
+      </div>
+    </div>
+  );
+}
