@@ -98,6 +98,7 @@ export function ChatPane({ chatId, fresh, session, onChanged, onSignOut }) {
       chatId={chatId}
       session={session}
       initialMessages={loaded.messages}
+      ratings={loaded.feedback ?? {}}
       resume={loaded.status === 'running'}
       onChanged={onChanged}
       onSignOut={onSignOut}
@@ -105,7 +106,7 @@ export function ChatPane({ chatId, fresh, session, onChanged, onSignOut }) {
   );
 }
 
-function Chat({ chatId, session, initialMessages, resume, onChanged, onSignOut }) {
+function Chat({ chatId, session, initialMessages, ratings, resume, onChanged, onSignOut }) {
   const token = session.token;
   const [labels, setLabels] = useState({});
   const [streamedLabels, setStreamedLabels] = useState({});
@@ -228,7 +229,9 @@ function Chat({ chatId, session, initialMessages, resume, onChanged, onSignOut }
             streamedLabels={streamedLabels}
             // The reply still streaming gets no feedback buttons yet.
             streaming={busy && message === last && message.role === 'assistant'}
-            stopped={stopped.has(message.id)}
+            // Stopped here, or — a reopened chat — as its metadata says.
+            stopped={stopped.has(message.id) || message.metadata?.stopped === true}
+            rated={ratings[message.id]}
             canAnswer={!busy}
             answer={(toolCallId, output) => addToolOutput({ tool: 'ask_user', toolCallId, output })}
             decide={(id, approved) => addToolApprovalResponse({ id, approved })}

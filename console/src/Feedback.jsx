@@ -9,13 +9,14 @@ const RATINGS = [
 
 /**
  * 👍/👎 on one of Rover's messages, with an optional comment: a thumb opens the comment box, Send
- * posts `{rating, comment?}` to `/api/chats/{id}/messages/{messageId}/feedback`.
+ * posts `{rating, comment?}` to `/api/chats/{id}/messages/{messageId}/feedback`. A reply rated
+ * before (`rated`, from the reopened chat's `feedback`) shows its rating.
  */
-export function Feedback({ chatId, messageId, token }) {
-  const [rating, setRating] = useState(null);
+export function Feedback({ chatId, messageId, token, rated }) {
+  const [rating, setRating] = useState(rated?.rating ?? null);
   const [comment, setComment] = useState('');
   // 'idle' · 'writing' (a thumb chosen) · 'sending' · 'sent'
-  const [phase, setPhase] = useState('idle');
+  const [phase, setPhase] = useState(rated ? 'sent' : 'idle');
   const [error, setError] = useState(null);
 
   if (phase === 'sent') {

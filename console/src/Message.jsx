@@ -5,7 +5,7 @@ import { Question } from './Question.jsx';
 
 /** One message of the thread: the staff member's text, or Rover's reply with its activity
  * timeline, questions, approval cards and feedback buttons. */
-export function Message({ message, chatId, token, labels, streamedLabels, streaming, stopped, canAnswer, answer, decide }) {
+export function Message({ message, chatId, token, labels, streamedLabels, streaming, stopped, rated, canAnswer, answer, decide }) {
   if (message.role === 'user') {
     const text = message.parts
       .filter((part) => part.type === 'text')
@@ -46,7 +46,7 @@ export function Message({ message, chatId, token, labels, streamedLabels, stream
           Stopped.
         </div>
       )}
-      {!streaming && <Feedback chatId={chatId} messageId={message.id} token={token} />}
+      {!streaming && <Feedback chatId={chatId} messageId={message.id} token={token} rated={rated} />}
     </div>
   );
 }

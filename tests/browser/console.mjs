@@ -241,6 +241,11 @@ try {
   await page.getByTestId('send').waitFor();
   seen.urlChatAfterOpen = chatIdInUrl();
   seen.reopened = await thread();
+  // The reply rated earlier shows its rating (the chat's `feedback` from the server).
+  seen.ratedOnReopen = await page
+    .locator(`[data-message-id="${seen.ratedMessageId}"]`)
+    .getByTestId('feedback-sent')
+    .count();
 
   begin('continue it: a write waits on the approval card, approved, answered');
   await say('Create a department called Arts');
@@ -280,6 +285,8 @@ try {
   await page.getByTestId('user-message').filter({ hasText: 'Describe how you work' }).waitFor();
   await page.getByTestId('send').waitFor();
   seen.stoppedChat = await thread();
+  // The reply stopped shows it was (its metadata's `stopped`).
+  seen.stoppedOnReopen = await page.getByTestId('stopped').count();
 
   begin('only the session is kept in the browser; signing out forgets it');
   seen.storedBeforeSignOut = await stored();

@@ -114,8 +114,12 @@ async fn stop_from_another_replica_cuts_the_reply_and_keeps_what_was_said() {
         !said.is_empty() && said.len() < full.text().len() && full.text().starts_with(&said),
         "the reply was cut where it was: {said:?}"
     );
-    let usage = &turn.of_type("message-metadata")[0]["messageMetadata"]["usage"];
-    assert!(usage["inputTokens"].as_u64().unwrap() > 0, "{usage}");
+    let metadata = &turn.of_type("message-metadata")[0]["messageMetadata"];
+    assert!(
+        metadata["usage"]["inputTokens"].as_u64().unwrap() > 0,
+        "{metadata}"
+    );
+    assert_eq!(metadata["stopped"], true, "{metadata}");
 
     // What was said is the thread's: the staff member's message and the partial answer.
     let kept = history(&stack, &turn).await;

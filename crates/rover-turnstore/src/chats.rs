@@ -484,6 +484,23 @@ pub async fn rate(
     }))
 }
 
+/// `user`'s ratings of the replies in `thread`: (message id, `up`/`down`, comment).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn ratings(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+) -> Result<Vec<(String, String, Option<String>)>, DomainError> {
+    Ok(sqlx::query_as(
+        "SELECT message_id, rating, comment FROM chat_feedback \
+         WHERE thread_id = $1 AND user_id = $2 ORDER BY created_at",
+    )
+    .bind(thread.as_uuid())
+    .bind(user.as_uuid())
+    .fetch_all(tx.connection())
+    .await?)
+}
+
 /// How many chats one sweep deletes per school at most, so a first sweep over years of chats
 /// holds no long transaction; the next sweep takes the rest.
 pub const SWEEP_BATCH: i64 = 500;

@@ -111,6 +111,19 @@ pub(crate) struct ChatDetail {
     /// The chat as AI SDK `UIMessage`s, exactly as a client holds them after streaming it: hand
     /// them to `useChat({ id, messages })` to continue it.
     pub messages: Vec<Value>,
+    /// Your ratings of its replies, by message id.
+    pub feedback: std::collections::BTreeMap<String, Rating>,
+}
+
+/// A rating of one reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Rating {
+    /// `up` or `down`.
+    pub rating: String,
+    /// The comment given with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// `GET /api/chats`'s query.
@@ -229,12 +242,22 @@ async fn list(
     }))
 }
 
-/// `chat`, with its messages.
-async fn detail(tx: &mut TenantTx, chat: &Chat) -> Result<ChatDetail, rover_domain::DomainError> {
+/// `user`'s `chat`, with its messages and their ratings.
+async fn detail(
+    tx: &mut TenantTx,
+    user: UserId,
+    chat: &Chat,
+) -> Result<ChatDetail, rover_domain::DomainError> {
     let turns = chats::turns(tx, chat.thread).await?;
+    let feedback = chats::ratings(tx, chat.thread, user)
+        .await?
+        .into_iter()
+        .map(|(message, rating, comment)| (message, Rating { rating, comment }))
+        .collect();
     Ok(ChatDetail {
         chat: ChatSummary::from(chat),
         messages: crate::chat::messages(turns),
+        feedback,
     })
 }
 
@@ -250,7 +273,7 @@ async fn read(
     let found = chats::find(&mut tx, principal.user_id, thread)
         .await?
         .ok_or_else(not_found)?;
-    let detail = detail(&mut tx, &found).await?;
+    let detail = detail(&mut tx, principal.user_id, &found).await?;
     tx.commit().await?;
     Ok(Json(detail))
 }
@@ -347,7 +370,7 @@ async fn export(State(state): State<AppState>, principal: Principal) -> Result<R
     let mut tx = caller::tenant(&state, &principal).await?;
     let mut exported = Vec::new();
     for chat in chats::all(&mut tx, principal.user_id).await? {
-        exported.push(detail(&mut tx, &chat).await?);
+        exported.push(detail(&mut tx, principal.user_id, &chat).await?);
     }
     tx.commit().await?;
     let export = ChatExport {
@@ -366,7 +389,7 @@ async fn export(State(state): State<AppState>, principal: Principal) -> Result<R
 }
 
 /// `POST /api/chats/{id}/messages/{messageId}/feedback`: the caller's rating of one reply, kept
-/// with the turn that wrote it and its trace.
+/// with the turn that wrote it and its trace; rating it again replaces the rating.
 #[tracing::instrument(name = "rover.gateway.chats.feedback", skip_all)]
 async fn feedback(
     State(state): State<AppState>,

@@ -135,21 +135,20 @@ fn tool_chunks(event: TurnEventKind, agent: &str) -> Vec<Value> {
     vec![chunk]
 }
 
-/// How the stream ends. Stopped: with `abort` (then `[DONE]`), not `finish`; what the turn spent
-/// still reaches the message's metadata.
+/// How the stream ends. Stopped: with `abort` (then `[DONE]`), not `finish`; the message's
+/// metadata says it was stopped (`stopped: true`, which a reopened chat shows too: an `abort`
+/// chunk leaves nothing in the message) and what the turn spent.
 fn finish_chunks(
     reason: FinishReason,
     usage: Option<rover_contracts::wire::TokenUsage>,
 ) -> Vec<Value> {
     if reason == FinishReason::Abort {
-        let mut chunks = Vec::new();
-        if let Some(usage) = usage {
-            chunks.push(
-                json!({ "type": "message-metadata", "messageMetadata": usage_metadata(&usage) }),
-            );
-        }
-        chunks.push(json!({ "type": "abort", "reason": "stopped" }));
-        return chunks;
+        let mut metadata = usage.as_ref().map_or_else(|| json!({}), usage_metadata);
+        metadata["stopped"] = Value::Bool(true);
+        return vec![
+            json!({ "type": "message-metadata", "messageMetadata": metadata }),
+            json!({ "type": "abort", "reason": "stopped" }),
+        ];
     }
     let reason = match reason {
         FinishReason::Stop => "stop",

@@ -476,6 +476,7 @@ mod tests {
             messages[1]["parts"][1],
             json!({ "type": "text", "text": "I help", "state": "streaming" })
         );
+        assert_eq!(messages[1]["metadata"]["stopped"], true);
         assert_eq!(messages[3]["id"], "msg-b");
         assert_eq!(messages[3]["parts"], json!([]));
     }

@@ -251,6 +251,7 @@ fn component_schemas() -> Value {
     add("RenameChatBody", schema_for::<chats::RenameChatBody>());
     add("FeedbackBody", schema_for::<chats::FeedbackBody>());
     add("Erased", schema_for::<chats::Erased>());
+    add("Rating", schema_for::<chats::Rating>());
     schemas.into()
 }
 

@@ -703,6 +703,11 @@ async fn feedback_is_kept_with_the_turn_and_its_trace() {
             Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned())
         )]
     );
+    // The chat reads back with the caller's rating (the latest), for the Hub to show.
+    assert_eq!(
+        rest.get(ADMIN, "/api/chats/rated").await.body["feedback"],
+        json!({ "msg-r": { "rating": "down", "comment": "Wrong count" } })
+    );
     let no_reply = rest
         .post(
             ADMIN,
