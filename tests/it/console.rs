@@ -399,8 +399,14 @@ fn history(report: &Value) {
     assert_eq!(report["openStatus"], 200, "{report:#}");
     assert_eq!(text(report, "urlChatAfterOpen"), first);
     assert_eq!(report["reopened"], report["firstChat"], "{report:#}");
-    assert_eq!(report["ratedOnReopen"], 1, "the rating shows again: {report:#}");
-    assert_eq!(report["stoppedOnReopen"], 1, "the stop shows again: {report:#}");
+    assert_eq!(
+        report["ratedOnReopen"], 1,
+        "the rating shows again: {report:#}"
+    );
+    assert_eq!(
+        report["stoppedOnReopen"], 1,
+        "the stop shows again: {report:#}"
+    );
     // Continued: the approval card with the label and the exact input, approved, answered.
     assert!(
         text(report, "continuedLabel").contains("Creating a department"),
