@@ -26,6 +26,8 @@ pub(crate) struct Row {
     pub(crate) p50_vs_floor: Option<f64>,
     /// This row's rate over the floor's rate at the same concurrency.
     pub(crate) rate_vs_floor: Option<f64>,
+    /// This row's rate over the same work's SQL alone at the same concurrency.
+    pub(crate) rate_vs_sql: Option<f64>,
     /// The goal this row is held to, as a sentence.
     pub(crate) goal: Option<String>,
     pub(crate) pass: Option<bool>,
@@ -46,6 +48,7 @@ impl Row {
             p99_ms: 0.0,
             p50_vs_floor: None,
             rate_vs_floor: None,
+            rate_vs_sql: None,
             goal: None,
             pass: None,
             note: None,
@@ -88,12 +91,15 @@ impl Report {
         );
         for row in &self.rows {
             let rate = row.rate_per_s.map_or("–".to_owned(), |r| format!("{r:.0}"));
-            let vs = match (row.p50_vs_floor, row.rate_vs_floor) {
+            let mut vs = match (row.p50_vs_floor, row.rate_vs_floor) {
                 (Some(p), Some(r)) => format!("p50 {p:.2}×, rate {r:.2}×"),
                 (Some(p), None) => format!("p50 {p:.2}×"),
                 (None, Some(r)) => format!("rate {r:.2}×"),
                 (None, None) => String::new(),
             };
+            if let Some(sql) = row.rate_vs_sql {
+                let _ = write!(vs, "; rate {sql:.2}× SQL alone");
+            }
             let result = match row.pass {
                 Some(true) => "pass",
                 Some(false) => "**miss**",

@@ -150,6 +150,13 @@ pub(crate) async fn read_frame_len(world: &World) -> anyhow::Result<usize> {
     Ok(wire::encode(&call(&turn, READ_EVENT, json!({}))).len())
 }
 
+/// Read calls as the tool-hop row sends them (one turn, a fresh call id each), for the stages
+/// breakdown to run in process.
+pub(crate) async fn read_calls(world: &World) -> anyhow::Result<impl Fn() -> ToolCall> {
+    let turn = Turn::of(world, &world.context(READER).await?)?;
+    Ok(move || call(&turn, READ_EVENT, json!({})))
+}
+
 /// A tool call shaped as the worker sends it: call id `<turn>/<model's call id>`.
 fn call(turn: &Turn, event: &str, args: Value) -> ToolCall {
     let model_id = format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]);

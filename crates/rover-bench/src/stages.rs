@@ -1,0 +1,146 @@
+//! Where a read's time goes at c=1: the tool server's own `Pipeline` run in process on this
+//! run's database, each stage timed from the span the tool server opens for it (identity check,
+//! schema, the opening query, the permission decision, the domain query), with the call's decode
+//! and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
+//! row's p50 less this `execute`) is the broker and the two ends' messaging: the floor's work.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rover_contracts::wire::{self, ToolCall, ToolOutcome};
+use rover_settings::{DatabaseSettings, Secret};
+use tracing::instrument::WithSubscriber as _;
+use tracing::span::{Attributes, Id};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::stats::{Sorted, Timing};
+use crate::world::World;
+
+/// The tool server's spans this breakdown reads, in pipeline order, with the stage they time.
+pub(crate) const STAGES: [(&str, &str); 5] = [
+    ("rover.toolserver.identity", "verify the turn identity"),
+    ("rover.toolserver.schema", "check the arguments' schema"),
+    (
+        "rover.toolserver.tenant",
+        "opening query (tenant, school, policy version)",
+    ),
+    ("rover.toolserver.permission", "authorise (casbin, cached)"),
+    ("rover.toolserver.posture", "domain query"),
+];
+
+/// Every closed span's wall time, by name.
+#[derive(Clone, Default)]
+struct SpanTimes(Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>);
+
+impl<S> tracing_subscriber::Layer<S> for SpanTimes
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, _attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Instant::now());
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else {
+            return;
+        };
+        let Some(opened) = span.extensions().get::<Instant>().copied() else {
+            return;
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(span.name())
+            .or_default()
+            .push(opened.elapsed());
+    }
+}
+
+/// One stage's times.
+pub(crate) struct Stage {
+    pub(crate) name: String,
+    pub(crate) times: Sorted,
+}
+
+/// Runs `make_call`'s reads through an in-process `Pipeline` for `timing` (one at a time) and
+/// returns each stage's times: decode, the spans in [`STAGES`], encode, and `execute` whole.
+pub(crate) async fn read_stages(
+    world: &World,
+    timing: Timing,
+    make_call: impl Fn() -> ToolCall,
+) -> anyhow::Result<Vec<Stage>> {
+    let pool = rover_domain::call_pool(&DatabaseSettings {
+        url: Secret::new(world.db.app_url().to_owned()),
+        max_connections: crate::toolhop::POOL_SIZE.parse()?,
+        ..DatabaseSettings::default()
+    })?;
+    let pipeline = rover_toolserver::Pipeline::new(world.keys.verifier(), pool);
+    let spans = SpanTimes::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let (mut decode, mut encode, mut execute) = (Vec::new(), Vec::new(), Vec::new());
+    let run = async {
+        let warm_until = Instant::now() + timing.warmup;
+        let until = warm_until + timing.duration;
+        let mut measuring = false;
+        while Instant::now() < until {
+            if !measuring && Instant::now() >= warm_until {
+                measuring = true;
+                spans
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clear();
+                decode.clear();
+                encode.clear();
+                execute.clear();
+            }
+            let body = wire::encode(&make_call());
+            let started = Instant::now();
+            let call: ToolCall = wire::decode(&body)?;
+            decode.push(started.elapsed());
+            let started = Instant::now();
+            let reply = pipeline.execute(call, None).await;
+            execute.push(started.elapsed());
+            anyhow::ensure!(
+                reply.outcome == ToolOutcome::Ok,
+                "the read failed: {:?}",
+                reply.result
+            );
+            let started = Instant::now();
+            std::hint::black_box(wire::encode(&reply));
+            encode.push(started.elapsed());
+        }
+        Ok::<_, anyhow::Error>(())
+    };
+    run.with_subscriber(dispatch).await?;
+    let mut by_span = std::mem::take(
+        &mut *spans
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let mut stages = vec![Stage {
+        name: "decode the call".to_owned(),
+        times: Sorted::new(decode),
+    }];
+    for (span, stage) in STAGES {
+        stages.push(Stage {
+            name: stage.to_owned(),
+            times: Sorted::new(by_span.remove(span).unwrap_or_default()),
+        });
+    }
+    stages.push(Stage {
+        name: "encode the reply".to_owned(),
+        times: Sorted::new(encode),
+    });
+    stages.push(Stage {
+        name: "execute() whole".to_owned(),
+        times: Sorted::new(execute),
+    });
+    Ok(stages)
+}
