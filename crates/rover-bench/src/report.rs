@@ -118,7 +118,12 @@ impl Report {
                 row.concurrency,
                 row.n,
                 ms(row.p50_ms),
-                ms(row.p99_ms),
+                // A derived row (a difference of two p50s) has no p99.
+                if row.n == 0 {
+                    "–".to_owned()
+                } else {
+                    ms(row.p99_ms)
+                },
                 row.goal.as_deref().unwrap_or(""),
             );
         }
