@@ -122,13 +122,11 @@ pub async fn begin_call(
     let mut policy_version = None;
     for row in rows {
         if row.try_column("bypasses_rls").is_ok() {
-            context = Some(row);
-        } else if row.try_column("policy_version").is_ok() {
-            policy_version = Some(row.try_get::<i64, _>("policy_version")?);
-            // The version's own row, when no policy row came with it.
-            if row.try_get::<Option<bool>, _>("is_policy")?.is_none() {
-                continue;
+            if reads.policy {
+                policy_version = Some(row.try_get::<i64, _>("policy_version")?);
             }
+            context = Some(row);
+        } else if row.try_column("is_policy").is_ok() {
             authz_rows.push((
                 row.try_get("is_policy")?,
                 row.try_get("role")?,
@@ -160,7 +158,10 @@ pub async fn begin_call(
         }),
         None => None,
     };
-    let moved = policy_version.is_some() && policy_version != reads.policy_cached;
+    // Rows came: the version moved (by the time they were read). None came: unchanged — or the
+    // school has no rows at all, which only a moved version can tell.
+    let moved = !authz_rows.is_empty()
+        || (policy_version.is_some() && policy_version != reads.policy_cached);
     Ok(CallStart {
         tx,
         school_exists: context.try_get("school_exists")?,
@@ -223,6 +224,9 @@ fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
     let mut context = format!(
         "SELECT {BYPASSES_RLS} AS bypasses_rls, EXISTS (SELECT 1 FROM schools) AS school_exists"
     );
+    if reads.policy {
+        context.push_str(&format!(", {POLICY_VERSION} AS policy_version"));
+    }
     if let Some(read) = &reads.approval {
         context.push_str(&approval_sql(read));
     }
@@ -241,21 +245,30 @@ fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
     sql.push_str(&context);
     if reads.policy {
         sql.push_str("; ");
-        sql.push_str(&versioned_policy_sql(reads.policy_cached));
+        sql.push_str(&policy_rows_sql(reads.policy_cached));
     }
     sql
 }
 
-/// The school's policy version, with the policy rows and role assignments (in [`LOAD_SQL`]'s
-/// order) only when it is not `cached`: one statement, so the rows are the version's. At least
-/// one row comes back (the version's own, its policy columns null, when no row does).
-fn versioned_policy_sql(cached: Option<i64>) -> String {
-    // -1 is no version: `policy_versions` counts from 1, a school without a row is 0.
+/// The policy rows and role assignments (in [`LOAD_SQL`]'s order) only when the school's policy
+/// version is not `cached` — the version itself is read before, in the context row (`-1`: no
+/// version, so the rows always come). Read after the version, the rows are never older than it:
+/// rows newer than the version read only cost the next call a re-read.
+fn policy_rows_sql(cached: Option<i64>) -> String {
     let cached = cached.unwrap_or(-1);
     format!(
-        "SELECT v.version AS policy_version, p.is_policy, p.role, p.action, p.subject, p.user_id          FROM (SELECT coalesce((SELECT version FROM policy_versions), 0) AS version) v          LEFT JOIN LATERAL (            SELECT true AS is_policy, role, action, subject, NULL::uuid AS user_id              FROM authz_policies WHERE v.version <> {cached}            UNION ALL            SELECT false, role, NULL, NULL, user_id FROM role_assignments              WHERE v.version <> {cached}) p ON true          ORDER BY p.is_policy DESC, p.user_id, p.role, p.action, p.subject"
+        "SELECT true AS is_policy, role, action, subject, NULL::uuid AS user_id \
+           FROM authz_policies WHERE {POLICY_VERSION} <> {cached} \
+         UNION ALL \
+         SELECT false, role, NULL, NULL, user_id FROM role_assignments \
+           WHERE {POLICY_VERSION} <> {cached} \
+         ORDER BY 1 DESC, 5, 2, 3, 4"
     )
 }
+
+/// The current school's policy version: `policy_versions` counts from 1, a school without a row
+/// is 0.
+const POLICY_VERSION: &str = "coalesce((SELECT version FROM policy_versions), 0)";
 
 /// Records a successful write's audit row and its inbox row (the reply, the event and the actor)
 /// in one statement, in the write's transaction.
