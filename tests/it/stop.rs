@@ -265,13 +265,22 @@ async fn a_stop_whose_word_is_lost_is_seen_at_the_next_step() {
 /// Returns once a stop is recorded in `open_turns` (Postgres has no event to await for it; the
 /// suite's deadline bounds the wait).
 async fn until_a_stop_is_recorded(stack: &Stack) {
-    while stack
-        .count("SELECT count(*) FROM open_turns WHERE stop_requested_at IS NOT NULL")
-        .await
-        == 0
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until(
+        stack,
+        "a stop is recorded",
+        "SELECT count(*) FROM open_turns WHERE stop_requested_at IS NOT NULL",
+    )
+    .await;
+}
+
+/// Waits (at most the test kit's bound) until `count_sql` counts something: `what` happened.
+async fn until(stack: &Stack, what: &str, count_sql: &str) {
+    rover_testkit::within(what, async {
+        while stack.count(count_sql).await == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }
 
 /// Posts a first message, and a second on the same chat once the first has said a word; reads
@@ -367,28 +376,20 @@ async fn a_client_that_disconnects_mid_accept_cannot_leave_a_turn_half_opened() 
     );
     client.write_all(request.as_bytes()).await.unwrap();
     // The gateway waits on the lock the test holds; then the client goes away.
-    rover_testkit::within("the gateway waits on the lock", async {
-        while stack
-            .count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            .await
-            == 0
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
+    until(
+        &stack,
+        "the gateway waits on the lock",
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+    )
     .await;
     drop(client);
     holder.rollback().await.unwrap();
     // The turn opens, is published and ends; its stream replays to the end.
-    rover_testkit::within("the turn the client left opens", async {
-        while stack
-            .count("SELECT count(*) FROM threads WHERE last_turn_id IS NOT NULL")
-            .await
-            == 0
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
+    until(
+        &stack,
+        "the turn the client left opens",
+        "SELECT count(*) FROM threads WHERE last_turn_id IS NOT NULL",
+    )
     .await;
     let replay = read_stream(stack.resume(stack.gateway, ADMIN, "chat-gone").await).await;
     assert!(replay.done, "{:?}", replay.chunks);

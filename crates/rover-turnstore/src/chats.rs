@@ -395,23 +395,13 @@ pub async fn staff_in_scope(
 /// stop. Returns how many threads went, and the turns to tell the workers about once committed.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn erase(tx: &mut TenantTx, staff: UserId) -> Result<(u64, Vec<TurnId>), DomainError> {
-    let stopping: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "UPDATE open_turns SET stop_requested_at = now() \
-         WHERE user_id = $1 AND expires_at > now() AND stop_requested_at IS NULL \
-         RETURNING turn_id",
-    )
-    .bind(staff.as_uuid())
-    .fetch_all(tx.connection())
-    .await?;
+    let stopping = crate::conversation::request_stop_of_user(tx, staff).await?;
     let erased = sqlx::query("DELETE FROM threads WHERE user_id = $1")
         .bind(staff.as_uuid())
         .execute(tx.connection())
         .await?
         .rows_affected();
-    Ok((
-        erased,
-        stopping.into_iter().map(TurnId::from_uuid).collect(),
-    ))
+    Ok((erased, stopping))
 }
 
 /// `user`'s chats, oldest first, for an export.

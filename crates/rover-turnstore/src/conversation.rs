@@ -414,12 +414,30 @@ pub async fn close_turn(tx: &mut TenantTx, turn: TurnId) -> Result<Option<Thread
 /// commits. A worker sees the mark at its turn's next recorded step even if the word is lost.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn request_stop(tx: &mut TenantTx, thread: ThreadId) -> Result<Vec<TurnId>, DomainError> {
-    let turns: Vec<uuid::Uuid> = sqlx::query_scalar(
+    mark_stop(tx, "thread_id", thread.as_uuid()).await
+}
+
+/// [`request_stop`] for every open turn of `user` (all their chats).
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
+pub async fn request_stop_of_user(
+    tx: &mut TenantTx,
+    user: UserId,
+) -> Result<Vec<TurnId>, DomainError> {
+    mark_stop(tx, "user_id", user.as_uuid()).await
+}
+
+/// Marks the open turns whose `column` is `id` as asked to stop; returns those newly marked.
+async fn mark_stop(
+    tx: &mut TenantTx,
+    column: &'static str,
+    id: uuid::Uuid,
+) -> Result<Vec<TurnId>, DomainError> {
+    let turns: Vec<uuid::Uuid> = sqlx::query_scalar(&format!(
         "UPDATE open_turns SET stop_requested_at = now() \
-         WHERE thread_id = $1 AND expires_at > now() AND stop_requested_at IS NULL \
-         RETURNING turn_id",
-    )
-    .bind(thread.as_uuid())
+         WHERE {column} = $1 AND expires_at > now() AND stop_requested_at IS NULL \
+         RETURNING turn_id"
+    ))
+    .bind(id)
     .fetch_all(tx.connection())
     .await?;
     Ok(turns.into_iter().map(TurnId::from_uuid).collect())

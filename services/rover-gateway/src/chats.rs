@@ -191,8 +191,12 @@ fn thread(principal: &Principal, chat: &str) -> Result<ThreadId, ApiError> {
     thread_id(principal.user_id, chat)
 }
 
+/// A request whose arguments do not fit (400 `invalid_arguments`).
+fn invalid(message: &str) -> ApiError {
+    ApiError::new(ErrorCode::InvalidArguments, message.to_owned())
+}
+
 fn list_query(params: ListParams) -> Result<ListQuery, ApiError> {
-    let invalid = |message: &str| ApiError::new(ErrorCode::InvalidArguments, message.to_owned());
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(invalid("`limit` must be 1–100."));
@@ -289,10 +293,7 @@ async fn rename(
     let thread = thread(&principal, &chat)?;
     let title = body.title.split_whitespace().collect::<Vec<_>>().join(" ");
     if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidArguments,
-            "The title must be 1–200 characters.",
-        ));
+        return Err(invalid("The title must be 1–200 characters."));
     }
     let mut tx = caller::tenant(&state, &principal).await?;
     let renamed = chats::rename(&mut tx, principal.user_id, thread, &title)
@@ -398,7 +399,6 @@ async fn feedback(
     Body(body): Body<FeedbackBody>,
 ) -> Result<StatusCode, ApiError> {
     let thread = thread(&principal, &chat)?;
-    let invalid = |message: &str| ApiError::new(ErrorCode::InvalidArguments, message.to_owned());
     let up = match body.rating.as_str() {
         "up" => true,
         "down" => false,
