@@ -250,8 +250,9 @@ pub struct Opening<'a> {
     pub trace_id: Option<String>,
 }
 
-/// Records that `turn` opened on `thread`, with what was sent: the chat's activity moves, a new
-/// chat takes its id, campus and title.
+/// Records that `turn` opened on `thread`, with what was sent: it becomes the thread's current
+/// turn (what `GET /api/chat/{id}/stream` resumes), the chat's activity moves, a new chat takes its
+/// id, campus and title.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, turn_id = %turn))]
 pub async fn record_turn(
     tx: &mut TenantTx,
@@ -261,7 +262,7 @@ pub async fn record_turn(
 ) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
     sqlx::query(
-        "WITH t AS (UPDATE threads SET last_activity_at = now(), \
+        "WITH t AS (UPDATE threads SET last_turn_id = $6, last_activity_at = now(), \
              chat_id = coalesce(chat_id, $3), \
              campus_id = CASE WHEN chat_id IS NULL THEN $4 ELSE campus_id END, \
              title = coalesce(title, $5) \

@@ -10,7 +10,8 @@ use rover_domain::{DomainError, TenantTx};
 /// Makes sure `thread` exists in the caller's school and belongs to `user`: creates it on first use;
 /// another user's thread is `NotFound`, exactly like a thread that does not exist. The same id in
 /// another school is another thread. A deleted thread is not created again (a turn of a deleted
-/// chat, still queued, finds it `NotFound`) unless [`reopen`] forgot the deletion first.
+/// chat, still queued, finds it `NotFound`); only the staff member's new message opens it again
+/// ([`open_thread`]).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn ensure_thread(
     tx: &mut TenantTx,
@@ -40,15 +41,33 @@ pub async fn ensure_thread(
     }
 }
 
-/// Forgets that `thread` was deleted, so the staff member's new message on the same chat id opens
-/// it afresh (only the gateway, on a new message, does this).
+/// The gateway's [`ensure_thread`], in one statement: a staff member's message opens `thread`
+/// (creating it on first use — afresh when it was deleted earlier: the message is theirs to send);
+/// another user's thread is `NotFound`, exactly like one that does not exist.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
-pub async fn reopen(tx: &mut TenantTx, thread: ThreadId) -> Result<(), DomainError> {
-    sqlx::query("DELETE FROM deleted_threads WHERE thread_id = $1")
-        .bind(thread.as_uuid())
-        .execute(tx.connection())
-        .await?;
-    Ok(())
+pub async fn open_thread(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    let owner: Option<uuid::Uuid> = sqlx::query_scalar(
+        "WITH forgotten AS (DELETE FROM deleted_threads WHERE thread_id = $1), \
+         created AS (INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) \
+             ON CONFLICT (school_id, id) DO NOTHING RETURNING user_id) \
+         SELECT coalesce((SELECT user_id FROM created), (SELECT user_id FROM threads WHERE id = $1))",
+    )
+    .bind(thread.as_uuid())
+    .bind(school)
+    .bind(user.as_uuid())
+    .fetch_one(tx.connection())
+    .await?;
+    match owner {
+        Some(owner) if owner == user.as_uuid() => Ok(()),
+        _ => Err(DomainError::NotFound(
+            "No conversation with that id was found.".to_owned(),
+        )),
+    }
 }
 
 /// The thread's model-level history, oldest first.
@@ -183,21 +202,6 @@ pub async fn save_artifact(
     .fetch_one(tx.connection())
     .await?;
     Ok(rover_contracts::ids::ArtifactId::from_uuid(id))
-}
-
-/// Marks `turn` as the thread's current turn (what `GET /api/chat/{id}/stream` resumes).
-#[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
-pub async fn start_turn(
-    tx: &mut TenantTx,
-    thread: ThreadId,
-    turn: TurnId,
-) -> Result<(), DomainError> {
-    sqlx::query("UPDATE threads SET last_turn_id = $2 WHERE id = $1")
-        .bind(thread.as_uuid())
-        .bind(turn.as_uuid())
-        .execute(tx.connection())
-        .await?;
-    Ok(())
 }
 
 /// The thread's current (or last) turn: `None` when the thread does not exist or never ran one;

@@ -130,9 +130,8 @@ async fn open_chat_turn(
     let mut tx = caller::tenant(state, principal).await?;
     let attachments = std::mem::take(&mut chat.attachments);
     let caller = caller::resolve(&mut tx, principal, campus, attachments).await?;
-    // A message on the id of a chat deleted earlier opens it afresh.
-    rover_turnstore::conversation::reopen(&mut tx, thread).await?;
-    rover_turnstore::conversation::ensure_thread(&mut tx, thread, principal.user_id).await?;
+    // The caller's chat (a message on the id of a chat deleted earlier opens it afresh).
+    rover_turnstore::conversation::open_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
     let (when_busy, interrupted) = match state.settings.chat.double_texting {
@@ -155,7 +154,6 @@ async fn open_chat_turn(
     )
     .await?
     .map_err(|refused| refusal(&state.settings, refused))?;
-    rover_turnstore::conversation::start_turn(&mut tx, thread, turn).await?;
     let opening = opening(&chat, &caller, turn, trace);
     rover_turnstore::chats::record_turn(&mut tx, thread, turn, &opening).await?;
     let (input, message_id) = approvals::bind(
