@@ -405,3 +405,61 @@ async fn a_client_that_disconnects_mid_accept_cannot_leave_a_turn_half_opened() 
     assert_eq!(next.status, 200);
     assert!(next.chunks.iter().any(|c| c["type"] == "finish"));
 }
+
+/// A Stop pressed while the message's turn is still being opened waits for it and stops it (the
+/// gateway's transactions that open turns and those that stop them are serialised per school):
+/// it does not answer "nothing was running" and let the reply run. Here both are held at the
+/// school's turn lock, taken by the test, the message first.
+#[tokio::test]
+async fn a_stop_pressed_while_the_turn_is_being_opened_stops_it() {
+    let stack = Stack::start().await;
+    let mut holder = stack.owner.begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('rover.open_turns:' || $1::text, 0))",
+    )
+    .bind(stack.db.ids.hill.as_uuid())
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+    let message = tokio::spawn({
+        let (http, gateway, token) = (stack.http.clone(), stack.gateway, stack.token(ADMIN));
+        async move {
+            let body = serde_json::json!({ "id": "chat-quick-stop", "messages": [{ "id": "u1",
+                "role": "user", "parts": [{ "type": "text", "text": LONG }] }] });
+            let response = http
+                .post(format!("http://{gateway}/api/chat"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            read_stream(response).await
+        }
+    });
+    until(&stack, "the message waits on the lock", waiting).await;
+    let stop = tokio::spawn({
+        let (http, gateway, token) = (stack.http.clone(), stack.gateway, stack.token(ADMIN));
+        async move {
+            http.post(format!("http://{gateway}/api/chat/chat-quick-stop/stop"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    });
+    rover_testkit::within("the stop waits on the lock too", async {
+        while stack.count(waiting).await < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    holder.rollback().await.unwrap();
+    let stopped = stop.await.unwrap();
+    assert_eq!(stopped, 200, "the stop found the turn and it ended");
+    let turn = message.await.unwrap();
+    assert_aborted(&turn);
+    assert_eq!(stack.count("SELECT count(*) FROM open_turns").await, 0);
+}

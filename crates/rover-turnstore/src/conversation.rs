@@ -352,12 +352,7 @@ pub async fn open_turn(
     when_busy: WhenBusy,
 ) -> Result<Result<(), TurnRefused>, DomainError> {
     let school = tx.school_id().as_uuid();
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(hashtextextended('rover.open_turns:' || $1::text, 0))",
-    )
-    .bind(school)
-    .execute(tx.connection())
-    .await?;
+    lock_open_turns(tx).await?;
     // Expired rows (turns nothing closed) count for nothing: the school's are swept here.
     sqlx::query("DELETE FROM open_turns WHERE expires_at <= now()")
         .execute(tx.connection())
@@ -430,12 +425,27 @@ pub async fn request_stop_of_user(
     mark_stop(tx, "user_id", user.as_uuid()).await
 }
 
+/// Serialises, per school, what opens turns with what stops them, for the rest of `tx`: a stop
+/// that arrives while a message's turn is being opened waits for that transaction, then sees
+/// (and stops) the turn, instead of finding nothing and letting it run.
+async fn lock_open_turns(tx: &mut TenantTx) -> Result<(), DomainError> {
+    let school = tx.school_id().as_uuid();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('rover.open_turns:' || $1::text, 0))",
+    )
+    .bind(school)
+    .execute(tx.connection())
+    .await?;
+    Ok(())
+}
+
 /// Marks the open turns whose `column` is `id` as asked to stop; returns those newly marked.
 async fn mark_stop(
     tx: &mut TenantTx,
     column: &'static str,
     id: uuid::Uuid,
 ) -> Result<Vec<TurnId>, DomainError> {
+    lock_open_turns(tx).await?;
     let turns: Vec<uuid::Uuid> = sqlx::query_scalar(&format!(
         "UPDATE open_turns SET stop_requested_at = now() \
          WHERE {column} = $1 AND expires_at > now() AND stop_requested_at IS NULL \
