@@ -18,45 +18,49 @@ pub async fn ensure_thread(
     thread: ThreadId,
     user: UserId,
 ) -> Result<(), DomainError> {
-    let school = tx.school_id().as_uuid();
-    sqlx::query(
-        "INSERT INTO threads (id, school_id, user_id) SELECT $1, $2, $3 \
-         WHERE NOT EXISTS (SELECT 1 FROM deleted_threads WHERE thread_id = $1) \
-         ON CONFLICT (school_id, id) DO NOTHING",
-    )
-    .bind(thread.as_uuid())
-    .bind(school)
-    .bind(user.as_uuid())
-    .execute(tx.connection())
-    .await?;
-    let owner: Option<uuid::Uuid> = sqlx::query_scalar("SELECT user_id FROM threads WHERE id = $1")
-        .bind(thread.as_uuid())
-        .fetch_optional(tx.connection())
-        .await?;
-    match owner {
-        Some(owner) if owner == user.as_uuid() => Ok(()),
-        _ => Err(DomainError::NotFound(
-            "No conversation with that id was found.".to_owned(),
-        )),
-    }
+    own_thread(tx, thread, user, false).await
 }
 
-/// The gateway's [`ensure_thread`], in one statement: a staff member's message opens `thread`
-/// (creating it on first use — afresh when it was deleted earlier: the message is theirs to send);
-/// another user's thread is `NotFound`, exactly like one that does not exist.
+/// The gateway's [`ensure_thread`]: a staff member's message opens `thread` (creating it on first
+/// use — afresh when it was deleted earlier: the message is theirs to send); another user's thread
+/// is `NotFound`, exactly like one that does not exist.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
 pub async fn open_thread(
     tx: &mut TenantTx,
     thread: ThreadId,
     user: UserId,
 ) -> Result<(), DomainError> {
+    own_thread(tx, thread, user, true).await
+}
+
+/// [`ensure_thread`] and [`open_thread`] in one statement: the thread created unless it exists
+/// (or, unless `reopen`, was deleted), then found `user`'s or `NotFound`.
+async fn own_thread(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+    reopen: bool,
+) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
-    let owner: Option<uuid::Uuid> = sqlx::query_scalar(
-        "WITH forgotten AS (DELETE FROM deleted_threads WHERE thread_id = $1), \
-         created AS (INSERT INTO threads (id, school_id, user_id) VALUES ($1, $2, $3) \
+    let (forget, unless_deleted) = if reopen {
+        (
+            "forgotten AS (DELETE FROM deleted_threads WHERE thread_id = $1), ",
+            "",
+        )
+    } else {
+        (
+            "",
+            "WHERE NOT EXISTS (SELECT 1 FROM deleted_threads WHERE thread_id = $1) ",
+        )
+    };
+    // The last SELECT sees the threads as the statement began: a row just created comes from
+    // `created`.
+    let owner: Option<uuid::Uuid> = sqlx::query_scalar(&format!(
+        "WITH {forget}created AS (INSERT INTO threads (id, school_id, user_id) \
+             SELECT $1, $2, $3 {unless_deleted}\
              ON CONFLICT (school_id, id) DO NOTHING RETURNING user_id) \
-         SELECT coalesce((SELECT user_id FROM created), (SELECT user_id FROM threads WHERE id = $1))",
-    )
+         SELECT coalesce((SELECT user_id FROM created), (SELECT user_id FROM threads WHERE id = $1))"
+    ))
     .bind(thread.as_uuid())
     .bind(school)
     .bind(user.as_uuid())
