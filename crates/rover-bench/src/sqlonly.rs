@@ -1,6 +1,6 @@
 //! The tool hop's SQL alone, pgbench-style: exactly the statements the tool server sends for
 //! `list_departments` and `create_department` (the opening query, the domain query, the audit and
-//! inbox rows, `COMMIT`), run in process through the same kind of pool, with no broker, no
+//! inbox rows with `COMMIT`), run in process through the same kind of pool, with no broker, no
 //! pipeline and no serialisation — how far Postgres itself lets that work go on this machine.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use rover_contracts::ids::{ThreadId, ToolCallId, TurnId};
 use rover_contracts::tools::{CreateDepartmentArgs, NoArgs};
 use rover_domain::Actor;
 use rover_domain::audit::AuditEntry;
-use rover_domain::call::{ApprovalRead, CallReads, begin_call, finish_write};
+use rover_domain::call::{ApprovalRead, CallReads, begin_call, commit_write};
 use rover_settings::{DatabaseSettings, Secret};
 
 use crate::toolhop::{POOL_SIZE, READER, WRITE_EVENT, WRITER};
@@ -123,14 +123,11 @@ impl SqlOnly {
             change: &written.change,
         };
         let reply = serde_json::to_value(&written.output).map_err(SqlError::Reply)?;
-        finish_write(&mut start.tx, &entry, &call_id, &reply)
+        commit_write(start.tx, &entry, &call_id, &reply)
             .await
-            .map_err(SqlError::step("writing the audit and inbox rows"))?;
-        start
-            .tx
-            .commit()
-            .await
-            .map_err(SqlError::step("committing the write"))
+            .map_err(SqlError::step(
+                "writing the audit and inbox rows and committing",
+            ))
     }
 }
 

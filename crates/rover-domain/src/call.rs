@@ -1,9 +1,11 @@
-//! One tool call's database work in as few round trips as it can take: [`begin_call`] opens the
-//! tenant transaction, checks the school, reads the school's policy version (and the live policy
-//! rows only when the version moved since the caller last read them) and (for a write) locks the
-//! call id, reads its stored reply and its approval — all in **one** round trip; [`finish_write`] records the
-//! audit row and the inbox row in one statement. So a read is two round trips before its answer
-//! (this and the query), and a write four (this, the write, [`finish_write`], `COMMIT`).
+//! One tool call's database work in as few round trips, and as little planning, as it can take:
+//! [`begin_call`] opens the tenant transaction, checks the school, reads the school's policy
+//! version (and the live policy rows only when the version moved since the caller last read them)
+//! and (for a write) locks the call id, reads its stored reply and its approval — all in **one**
+//! round trip; [`commit_write`] records the audit row and the inbox row and commits in another.
+//! So a read is two round trips before its answer (this and the query), and a write three (this,
+//! the write, [`commit_write`]). Both run PL/pgSQL functions (migration `0039_call_functions.sql`)
+//! whose statements Postgres plans once per connection.
 
 use rover_authz::{PolicyRow, RoleAssignment};
 use rover_contracts::ids::{SchoolId, ThreadId, ToolCallId, TurnId, UserId};
@@ -13,10 +15,8 @@ use sqlx::{PgPool, Row as _};
 use uuid::Uuid;
 
 use crate::audit::AuditEntry;
-#[cfg(doc)]
-use crate::policy::LOAD_SQL;
 use crate::policy::{AuthzRow, from_rows};
-use crate::tenant::{BYPASSES_RLS, begin_sql, bypass_refused};
+use crate::tenant::bypass_refused;
 use crate::{DomainError, TenantTx};
 
 /// What [`begin_call`] reads besides opening the transaction.
@@ -94,14 +94,16 @@ pub struct CallStart {
 }
 
 /// Opens the tenant transaction of a tool call and reads what the call needs before it runs, in
-/// one simple-protocol round trip: `BEGIN`; `set_config('app.school_id', …, true)`; for a write,
-/// `pg_advisory_xact_lock` on the call id (so concurrent deliveries of one call run one after the
-/// other); then one row saying whether the role bypasses row-level security (refused), whether the
-/// school exists and the call's stored reply; then the policy rows.
+/// one round trip: `BEGIN`, then `rover_open_call(…)` (migration `0039_call_functions.sql`), which
+/// sets `app.school_id` for the transaction, takes a write's call-id lock (so concurrent deliveries
+/// of one call run one after the other), and returns one context row — whether the role bypasses
+/// row-level security (refused), whether the school exists, the policy version, a write's approval
+/// and stored reply — then the policy rows when the version moved. The function's statements are
+/// planned once per connection; the query text is only the call, its arguments literals.
 ///
-/// Every value written into the SQL is a parsed UUID or hex, so nothing a caller sent is
-/// interpreted as SQL. A connection that turns out dead on this first use is replaced once (the
-/// pool does not ping on acquire; see [`crate::call_pool`]).
+/// Every value written into the SQL is a parsed UUID, a number, or hex decoded by Postgres, so
+/// nothing a caller sent is interpreted as SQL. A connection that turns out dead on this first use
+/// is replaced once (the pool does not ping on acquire; see [`crate::call_pool`]).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
 pub async fn begin_call(
     pool: &PgPool,
@@ -119,21 +121,16 @@ pub async fn begin_call(
     let (tx, rows) = opened?;
     let mut context = None;
     let mut authz_rows: Vec<AuthzRow> = Vec::new();
-    let mut policy_version = None;
     for row in rows {
-        if row.try_column("bypasses_rls").is_ok() {
-            if reads.policy {
-                policy_version = Some(row.try_get::<i64, _>("policy_version")?);
-            }
-            context = Some(row);
-        } else if row.try_column("is_policy").is_ok() {
-            authz_rows.push((
-                row.try_get("is_policy")?,
+        match row.try_get::<Option<bool>, _>("is_policy")? {
+            None => context = Some(row),
+            Some(is_policy) => authz_rows.push((
+                is_policy,
                 row.try_get("role")?,
                 row.try_get("action")?,
                 row.try_get("subject")?,
                 row.try_get("user_id")?,
-            ));
+            )),
         }
     }
     let context = context.ok_or_else(|| {
@@ -144,6 +141,10 @@ pub async fn begin_call(
     if context.try_get::<bool, _>("bypasses_rls")? {
         return Err(bypass_refused());
     }
+    let policy_version = match reads.policy {
+        true => Some(context.try_get::<i64, _>("policy_version")?),
+        false => None,
+    };
     let stored = match reads.inbox {
         Some(_) => stored_reply(&context)?,
         None => None,
@@ -168,7 +169,7 @@ pub async fn begin_call(
         authz: (reads.policy && moved)
             .then(|| from_rows(authz_rows))
             .transpose()?,
-        policy_version: policy_version.filter(|_| reads.policy),
+        policy_version,
         stored,
         approval,
     })
@@ -194,111 +195,80 @@ fn text_sql(text: &str) -> String {
     format!("convert_from(decode('{hex}', 'hex'), 'UTF8')")
 }
 
-/// The call id as a SQL expression.
-fn call_id_sql(call_id: &ToolCallId) -> String {
-    text_sql(call_id.as_str())
+/// A UUID as a SQL literal (its own text form: hex digits and dashes).
+fn uuid_sql(id: Uuid) -> String {
+    format!("'{id}'::uuid")
 }
 
-/// The approval columns of the opening query: the policy's mode for the tool, and whether an
-/// approved row is bound to this very call (`rover_turnstore::approvals::approval_for` writes them;
-/// `approvals_consumed_idx` finds one).
-fn approval_sql(read: &ApprovalRead<'_>) -> String {
-    let tool = text_sql(read.tool);
-    let call = text_sql(read.call_id);
-    let input = text_sql(&read.input.to_string());
-    format!(
-        ", (SELECT mode FROM tool_approval_policy WHERE tool = {tool} OR tool = '*' \
-              ORDER BY (tool = '*') LIMIT 1) AS approval_mode, \
-           EXISTS (SELECT 1 FROM approvals WHERE consumer_turn_id = '{turn}' \
-              AND call_id = {call} AND state = 'approved' AND user_id = '{user}' \
-              AND thread_id = '{thread}' AND input = ({input})::jsonb) AS approved",
-        turn = read.turn.as_uuid(),
-        user = read.user.as_uuid(),
-        thread = read.thread.as_uuid(),
-    )
+/// `Some(text)` as a SQL expression, `None` as `NULL`.
+fn text_or_null(text: Option<&str>) -> String {
+    text.map_or_else(|| "NULL".to_owned(), text_sql)
 }
 
+/// `BEGIN` and the call to `rover_open_call`, its arguments in the function's order.
 fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
-    let mut sql = begin_sql(school_id);
-    let school = school_id.as_uuid();
-    let mut context = format!(
-        "SELECT {BYPASSES_RLS} AS bypasses_rls, EXISTS (SELECT 1 FROM schools) AS school_exists"
-    );
-    if reads.policy {
-        context.push_str(&format!(", {POLICY_VERSION} AS policy_version"));
-    }
-    if let Some(read) = &reads.approval {
-        context.push_str(&approval_sql(read));
-    }
-    if let Some(call_id) = reads.inbox {
-        let call = call_id_sql(call_id);
-        // The same lock key as `inbox::find`, so both paths serialise one call id.
-        sql.push_str(&format!(
-            "; SELECT pg_advisory_xact_lock(hashtextextended('{school}' || '/' || {call}, 0))"
-        ));
-        context.push_str(&format!(
-            ", i.reply AS stored_reply, i.event AS stored_event, i.actor_user_id AS stored_actor \
-             FROM (SELECT 1) AS one LEFT JOIN tool_call_inbox i ON i.call_id = {call}"
-        ));
-    }
-    sql.push_str("; ");
-    sql.push_str(&context);
-    if reads.policy {
-        sql.push_str("; ");
-        sql.push_str(&policy_rows_sql(reads.policy_cached));
-    }
-    sql
-}
-
-/// The policy rows and role assignments (in [`LOAD_SQL`]'s order) only when the school's policy
-/// version is not `cached` — the version itself is read before, in the context row (`-1`: no
-/// version, so the rows always come). Read after the version, the rows are never older than it:
-/// rows newer than the version read only cost the next call a re-read.
-fn policy_rows_sql(cached: Option<i64>) -> String {
-    let cached = cached.unwrap_or(-1);
+    let approval = reads.approval.as_ref();
+    let uuid_or_null = |id: Option<Uuid>| id.map_or_else(|| "NULL".to_owned(), uuid_sql);
+    let arguments = [
+        uuid_sql(school_id.as_uuid()),
+        reads.policy.to_string(),
+        reads
+            .policy_cached
+            .map_or_else(|| "NULL".to_owned(), |version| version.to_string()),
+        text_or_null(reads.inbox.map(ToolCallId::as_str)),
+        text_or_null(approval.map(|a| a.tool)),
+        text_or_null(approval.map(|a| a.call_id)),
+        uuid_or_null(approval.map(|a| a.turn.as_uuid())),
+        uuid_or_null(approval.map(|a| a.user.as_uuid())),
+        uuid_or_null(approval.map(|a| a.thread.as_uuid())),
+        approval.map_or_else(
+            || "NULL".to_owned(),
+            |a| format!("({})::jsonb", text_sql(&a.input.to_string())),
+        ),
+    ];
     format!(
-        "SELECT true AS is_policy, role, action, subject, NULL::uuid AS user_id \
-           FROM authz_policies WHERE {POLICY_VERSION} <> {cached} \
-         UNION ALL \
-         SELECT false, role, NULL, NULL, user_id FROM role_assignments \
-           WHERE {POLICY_VERSION} <> {cached} \
-         ORDER BY 1 DESC, 5, 2, 3, 4"
+        "BEGIN; SELECT * FROM rover_open_call({})",
+        arguments.join(", ")
     )
 }
 
-/// The current school's policy version: `policy_versions` counts from 1, a school without a row
-/// is 0.
-const POLICY_VERSION: &str = "coalesce((SELECT version FROM policy_versions), 0)";
-
-/// Records a successful write's audit row and its inbox row (the reply, the event and the actor)
-/// in one statement, in the write's transaction.
+/// Commits a successful write with its audit row and its inbox row (the reply, the event and the
+/// actor), in one round trip: `SELECT rover_finish_write(…); COMMIT`. On any error the
+/// transaction is over (rolled back by Postgres or by the connection's close) and nothing of the
+/// write remains.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", event = entry.event))]
-pub async fn finish_write(
-    tx: &mut TenantTx,
+pub async fn commit_write(
+    tx: TenantTx,
     entry: &AuditEntry<'_>,
     call_id: &ToolCallId,
     reply: &Value,
 ) -> Result<(), DomainError> {
-    let school = tx.school_uuid();
-    sqlx::query(
-        "WITH audit AS (INSERT INTO audit_log (school_id, campus_id, actor_user_id, actor_email, \
-         event, subject_id, call_id, trace_id, before, after) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)) \
-         INSERT INTO tool_call_inbox (school_id, call_id, event, reply, actor_user_id) \
-         VALUES ($1, $7, $5, $11, $3)",
-    )
-    .bind(school)
-    .bind(entry.scope.run_mode.campus().map(|c| c.id.as_uuid()))
-    .bind(entry.actor.user_id.as_uuid())
-    .bind(&entry.actor.email)
-    .bind(entry.event)
-    .bind(&entry.change.subject_id)
-    .bind(call_id.as_str())
-    .bind(entry.trace_id)
-    .bind(&entry.change.before)
-    .bind(&entry.change.after)
-    .bind(reply)
-    .execute(tx.connection())
-    .await?;
-    Ok(())
+    let json_or_null = |value: Option<&Value>| {
+        value.map_or_else(
+            || "NULL".to_owned(),
+            |value| format!("({})::jsonb", text_sql(&value.to_string())),
+        )
+    };
+    let arguments = [
+        uuid_sql(tx.school_uuid()),
+        entry
+            .scope
+            .run_mode
+            .campus()
+            .map_or_else(|| "NULL".to_owned(), |campus| uuid_sql(campus.id.as_uuid())),
+        uuid_sql(entry.actor.user_id.as_uuid()),
+        text_sql(&entry.actor.email),
+        text_sql(entry.event),
+        text_sql(&entry.change.subject_id),
+        text_sql(call_id.as_str()),
+        text_or_null(entry.trace_id),
+        json_or_null(entry.change.before.as_ref()),
+        json_or_null(Some(&entry.change.after)),
+        json_or_null(Some(reply)),
+    ];
+    tx.finish(format!(
+        "SELECT rover_finish_write({}); COMMIT",
+        arguments.join(", ")
+    ))
+    .await
 }

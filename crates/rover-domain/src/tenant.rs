@@ -115,6 +115,22 @@ impl TenantTx {
         self.end("COMMIT").await
     }
 
+    /// Runs `sql`, several statements ending with `COMMIT`, as one simple-protocol query: the
+    /// transaction's last work and its commit in one round trip. `sql` must hold nothing a caller
+    /// sent except as literals Postgres decodes (UUIDs, numbers, hex).
+    pub(crate) async fn finish(mut self, sql: String) -> Result<(), DomainError> {
+        let Some(mut conn) = self.conn.take() else {
+            return Ok(());
+        };
+        if let Err(error) = fetch_simple(&mut conn, &sql).await {
+            // The statement before `COMMIT` failed (the transaction is aborted, not ended) or the
+            // commit did: either way this connection must not serve anyone else as it is.
+            conn.close_on_drop();
+            return Err(error.into());
+        }
+        Ok(())
+    }
+
     /// Rolls the transaction back (dropping it does the same, without waiting).
     pub async fn rollback(mut self) -> Result<(), DomainError> {
         self.end("ROLLBACK").await

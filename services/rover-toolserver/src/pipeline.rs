@@ -24,7 +24,7 @@ use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdent
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::AuditEntry;
-use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call, finish_write};
+use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call};
 use rover_domain::policy::{self, Refusal};
 use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
@@ -493,10 +493,10 @@ fn replay(
     })
 }
 
-/// Step 7 for a write: its audit row and inbox row (with the reply to return to a repeat), then
-/// the commit.
+/// Step 7 for a write: its audit row and inbox row (with the reply to return to a repeat) and
+/// the commit, in one round trip.
 async fn commit_write(
-    mut tx: rover_domain::TenantTx,
+    tx: rover_domain::TenantTx,
     entry: &AuditEntry<'_>,
     reply: &ToolReply,
 ) -> Result<(), Failure> {
@@ -504,11 +504,11 @@ async fn commit_write(
         outcome: ToolOutcome::Error,
         message: format!("The reply could not be stored: {e}"),
     })?;
-    finish_write(&mut tx, entry, &reply.call_id, &stored)
+    // The write has run, uncommitted: dying here must leave nothing behind.
+    rover_settings::fault::point("toolserver.before-commit");
+    rover_domain::call::commit_write(tx, entry, &reply.call_id, &stored)
         .instrument(tracing::info_span!("rover.toolserver.audit"))
         .await?;
-    rover_settings::fault::point("toolserver.before-commit");
-    tx.commit().await?;
     rover_settings::fault::point("toolserver.after-commit");
     Ok(())
 }

@@ -166,6 +166,18 @@ async fn tenant_transactions_refuse_a_role_that_bypasses_rls() {
         format!("{error:?}").contains("row-level security"),
         "{error:?}"
     );
+    // A tool call's opening query refuses it too (its check runs inside `rover_open_call`).
+    let reads = rover_domain::call::CallReads {
+        policy: true,
+        ..Default::default()
+    };
+    let error = rover_domain::call::begin_call(&owner, db.ids.hill, reads)
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("row-level security"),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
