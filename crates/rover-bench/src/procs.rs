@@ -14,6 +14,10 @@ pub(crate) fn launcher() -> Launcher {
     let launcher = Launcher::new().ready_timeout(Duration::from_secs(120));
     match std::env::var("ROVER_BENCH_PROFILE") {
         Ok(name) => {
+            // callgrind cannot create the folder itself (`--out` may name another one).
+            if let Err(error) = std::fs::create_dir_all("target/bench") {
+                eprintln!("rover-bench: cannot create target/bench for callgrind: {error}");
+            }
             let out = format!("--callgrind-out-file=target/bench/callgrind.{name}.%p");
             launcher.wrap(&name, "valgrind", ["--tool=callgrind", out.as_str()])
         }

@@ -191,8 +191,17 @@ fn stored_reply(context: &PgRow) -> Result<Option<StoredReply>, DomainError> {
 /// Text as a SQL expression: hex in the SQL, decoded by Postgres, so nothing a caller sent is
 /// read as SQL.
 fn text_sql(text: &str) -> String {
-    let hex: String = text.bytes().map(|byte| format!("{byte:02x}")).collect();
-    format!("convert_from(decode('{hex}', 'hex'), 'UTF8')")
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    const BEFORE: &str = "convert_from(decode('";
+    const AFTER: &str = "', 'hex'), 'UTF8')";
+    let mut sql = String::with_capacity(BEFORE.len() + 2 * text.len() + AFTER.len());
+    sql.push_str(BEFORE);
+    for byte in text.bytes() {
+        sql.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        sql.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    sql.push_str(AFTER);
+    sql
 }
 
 /// A UUID as a SQL literal (its own text form: hex digits and dashes).
@@ -271,4 +280,18 @@ pub async fn commit_write(
         arguments.join(", ")
     ))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_sql;
+
+    #[test]
+    fn text_becomes_hex_that_postgres_decodes() {
+        assert_eq!(
+            text_sql("a'é"),
+            "convert_from(decode('6127c3a9', 'hex'), 'UTF8')"
+        );
+        assert_eq!(text_sql(""), "convert_from(decode('', 'hex'), 'UTF8')");
+    }
 }
