@@ -2,7 +2,10 @@
 # `make deploy-check`: renders every kustomize overlay under DEPLOY_DIR/k8s/overlays/ and validates
 # each object offline (deploy/check/validate.py): built-in kinds against the Kubernetes JSON
 # schemas bundled in the pinned `kubernetes-validate` package, custom kinds against
-# DEPLOY_DIR/schemas/, strictly; a kind with no schema fails. Exits non-zero on any problem.
+# DEPLOY_DIR/schemas/, strictly; a kind with no schema fails. Then each overlay's alert rules
+# (its PrometheusRule, extracted by deploy/check/rules.py) go through `promtool check rules` and
+# `promtool test rules` with DEPLOY_DIR/monitoring/alerts.test.yaml (promtool from
+# deploy/local/ensure-prometheus.sh). Exits non-zero on any problem.
 #
 #   deploy/check.sh [DEPLOY_DIR]      (default: the deploy/ folder this script is in)
 #
@@ -66,6 +69,38 @@ if [ "${#rendered[@]}" -gt 0 ]; then
   "$venv/bin/python" "$here/check/validate.py" \
     --k8s-version "$k8s_version" --schemas "$deploy_dir/schemas" "${rendered[@]}" || status=1
 fi
+# The alerts: each overlay's PrometheusRule groups, as rendered, through promtool — its own check,
+# then the unit tests in DEPLOY_DIR/monitoring/alerts.test.yaml (every alert firing and not).
+promtool=""
+if [ "${#rendered[@]}" -gt 0 ]; then
+  bin="$("$here/local/ensure-prometheus.sh")" || die "promtool is required (Debian's prometheus package)"
+  promtool="$bin/promtool"
+fi
+for entry in "${rendered[@]}"; do
+  name="${entry%%=*}"
+  rules="$render/rules-$name"
+  mkdir -p "$rules"
+  if ! "$venv/bin/python" "$here/check/rules.py" "${entry#*=}" "$rules/rover.rules.yaml"; then
+    echo "FAIL $name: no alert rules rendered"
+    status=1
+    continue
+  fi
+  if ! "$promtool" check rules "$rules/rover.rules.yaml" >"$rules/check.out" 2>&1; then
+    echo "FAIL $name: promtool check rules:"
+    sed 's/^/  /' "$rules/check.out"
+    status=1
+    continue
+  fi
+  cp "$deploy_dir/monitoring/alerts.test.yaml" "$rules/"
+  if (cd "$rules" && "$promtool" test rules alerts.test.yaml >"$rules/test.out" 2>&1); then
+    echo "deploy-check: $name: alert rules pass promtool check rules and every unit test"
+  else
+    echo "FAIL $name: promtool test rules deploy/monitoring/alerts.test.yaml:"
+    sed 's/^/  /' "$rules/test.out"
+    status=1
+  fi
+done
+
 if [ "$status" -ne 0 ]; then
   echo "deploy-check: FAILED"
 else

@@ -1,6 +1,7 @@
 //! `make deploy-check` (deploy/check.sh) passes on the real manifests and fails, naming the object,
 //! on a deliberately broken copy: a built-in kind with a wrong type, a KEDA object with an unknown
-//! field, and a kind no schema describes.
+//! field, a kind no schema describes, an alert threshold its unit tests no longer agree with, and
+//! an alert rule that does not parse.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -84,6 +85,7 @@ fn the_real_manifests_render_and_validate() {
     for needle in [
         "deploy-check: dev:",
         "deploy-check: prod:",
+        "deploy-check: prod: alert rules pass promtool check rules and every unit test",
         "every overlay renders and validates",
     ] {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
@@ -151,6 +153,49 @@ fn a_kind_without_a_schema_fails_rather_than_being_skipped() {
     assert!(
         text.contains("FAIL prod: ServiceMonitor/rover: no schema"),
         "the failure does not name the object:\n{text}"
+    );
+}
+
+/// An alert whose threshold no longer matches its unit tests fails `promtool test rules`, naming
+/// the alert: the tests pin every threshold from both sides.
+#[test]
+fn an_alert_threshold_that_drifts_from_its_tests_fails_naming_the_alert() {
+    let copy = DeployCopy::new("threshold");
+    copy.edit(
+        "k8s/base/monitoring.yaml",
+        "            ) > 0.05\n",
+        "            ) > 0.5\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "a drifted threshold passed:\n{text}"
+    );
+    assert!(
+        text.contains("FAIL prod: promtool test rules") && text.contains("RoverTurnsFailing"),
+        "the failure does not name the alert:\n{text}"
+    );
+}
+
+/// A rule that is not valid PromQL fails `promtool check rules`.
+#[test]
+fn an_alert_rule_that_does_not_parse_fails_the_check() {
+    let copy = DeployCopy::new("promql");
+    copy.edit(
+        "k8s/base/monitoring.yaml",
+        "expr: max(rover_approval_oldest_wait_seconds) > 3600",
+        "expr: max(rover_approval_oldest_wait_seconds > 3600",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "an unparsable rule passed:\n{text}"
+    );
+    assert!(
+        text.contains("FAIL prod: promtool check rules"),
+        "the failure does not say which check:\n{text}"
     );
 }
 

@@ -114,6 +114,8 @@ pub struct ModelStream {
     pub text_tool_calls: bool,
     /// Who serves that endpoint (`gen_ai.provider.name`).
     pub provider: String,
+    /// A fallback answered: the primary (and any fallback before this one) failed.
+    pub fallback: bool,
 }
 
 impl std::fmt::Debug for ModelStream {
@@ -219,6 +221,7 @@ impl ModelClient {
                             model: endpoint.model.clone(),
                             text_tool_calls: endpoint.text_tool_calls,
                             provider: endpoint.provider.clone(),
+                            fallback: index > 0,
                         });
                     }
                     Err(error) => {

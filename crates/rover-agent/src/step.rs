@@ -100,6 +100,11 @@ pub(crate) async fn stream_step(
         () = deps.stop.requested() => Ok(true),
         read = async {
             let mut stream = deps.model().stream(conversation, tools).await?;
+            if stream.fallback
+                && let Some(metrics) = deps.runtime.metrics.as_ref()
+            {
+                metrics.model.fell_back(&stream.model);
+            }
             let span = tracing::Span::current();
             span.record("gen_ai.response.model", stream.model.as_str());
             span.record("gen_ai.provider.name", stream.provider.as_str());

@@ -144,7 +144,7 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
          GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO \"{app}\"; \
          GRANT EXECUTE ON FUNCTION rover_user_school(uuid), rover_user_school_by_email(text), \
          rover_chat_retention(), rover_forget_deleted_threads(interval), \
-         rover_search_threads(uuid, text), \
+         rover_search_threads(uuid, text), rover_approvals_waiting(), \
          rover_open_call(uuid, boolean, bigint, text, text, text, uuid, uuid, uuid, jsonb), \
          rover_finish_write(uuid, uuid, uuid, text, text, text, text, text, jsonb, jsonb, jsonb) \
          TO \"{app}\";"

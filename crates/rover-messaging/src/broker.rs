@@ -286,6 +286,30 @@ impl Broker {
             .unwrap_or(Err(MessagingError::NotConnected(timeout)))
     }
 
+    /// How many messages are ready in `queue` and how many consumers it has, as the broker
+    /// answers a passive declare on a channel of its own (closed after). For metrics: a queue
+    /// growing with no consumer is a service that is down.
+    pub async fn inspect_queue(&self, queue: &str) -> Result<QueueDepth, MessagingError> {
+        let (_, channel) = self.open_channel().await?;
+        let declared = channel
+            .queue_declare(
+                crate::short(queue)?,
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .map_err(|e| MessagingError::amqp(format!("inspect {queue}"), e));
+        let _ = channel.close(200, "inspected".into()).await;
+        let declared = declared?;
+        Ok(QueueDepth {
+            messages: declared.message_count(),
+            consumers: declared.consumer_count(),
+        })
+    }
+
     /// Opens a channel on the current connection, waiting (unbounded: callers bound it) for
     /// the supervisor to reconnect if the connection is down. Returns the connection's
     /// generation with the channel.
@@ -472,4 +496,13 @@ mod tests {
         );
         assert_eq!(redact_url("amqp://localhost"), "amqp://localhost");
     }
+}
+
+/// A queue's depth as the broker reported it ([`Broker::inspect_queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Messages ready for delivery.
+    pub messages: u32,
+    /// Consumers subscribed.
+    pub consumers: u32,
 }

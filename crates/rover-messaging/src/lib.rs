@@ -51,7 +51,7 @@ mod rpc;
 mod topology;
 mod trace;
 
-pub use broker::{Broker, BrokerOptions};
+pub use broker::{Broker, BrokerOptions, QueueDepth};
 pub use consume::{ConsumerHandle, ConsumerOptions, Delivery, Outcome};
 pub use error::{AmqpError, MessagingError, PublishError, RpcError};
 pub use publish::{OutgoingMessage, Publisher};

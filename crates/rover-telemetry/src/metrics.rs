@@ -228,6 +228,14 @@ pub struct TokenLabels {
 pub struct ModelMetrics {
     duration: Family<ModelLabels, Histogram, LatencyBuckets>,
     tokens: Family<TokenLabels, Counter>,
+    fallbacks: Family<FallbackLabels, Counter>,
+}
+
+/// Labels of a model call a fallback endpoint answered.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    /// The model that answered (a configured fallback's name).
+    pub model: String,
 }
 
 impl ModelMetrics {
@@ -236,7 +244,13 @@ impl ModelMetrics {
         let metrics = Self {
             duration: Family::new_with_constructor(LatencyBuckets),
             tokens: Family::default(),
+            fallbacks: Family::default(),
         };
+        registry.register(
+            "rover_model_fallbacks",
+            "Model calls a fallback endpoint answered because the primary failed, by model",
+            metrics.fallbacks.clone(),
+        );
         registry.register(
             "rover_model_request_duration_seconds",
             "One streamed model call, from request to its last chunk",
@@ -248,6 +262,15 @@ impl ModelMetrics {
             metrics.tokens.clone(),
         );
         metrics
+    }
+
+    /// Counts one model call answered by the fallback `model` (the primary having failed).
+    pub fn fell_back(&self, model: &str) {
+        self.fallbacks
+            .get_or_create(&FallbackLabels {
+                model: model.to_owned(),
+            })
+            .inc();
     }
 
     /// Records one model call.
@@ -280,6 +303,8 @@ pub struct GatewayMetrics {
     pub streams_open: Gauge,
     /// From the chat request to the first text chunk written to the client, in seconds.
     pub time_to_first_token: Histogram,
+    /// The turns and tools queues, read from the broker when scraped.
+    pub queues: QueueMetrics,
 }
 
 impl GatewayMetrics {
@@ -289,6 +314,7 @@ impl GatewayMetrics {
             turns_published: Counter::default(),
             streams_open: Gauge::default(),
             time_to_first_token: latency_histogram(),
+            queues: QueueMetrics::register(registry),
         };
         registry.register(
             "rover_gateway_turns_published",
@@ -304,6 +330,75 @@ impl GatewayMetrics {
             "rover_gateway_time_to_first_token_seconds",
             "From a chat request to the first text chunk sent to the client",
             metrics.time_to_first_token.clone(),
+        );
+        metrics
+    }
+}
+
+/// The broker's queues as a service sees them when scraped: a queue that grows while nothing
+/// consumes it is a service that is down.
+#[derive(Debug, Clone, Default)]
+pub struct QueueMetrics {
+    /// Messages ready in the queue.
+    pub messages: Family<QueueLabels, Gauge>,
+    /// Consumers subscribed to the queue.
+    pub consumers: Family<QueueLabels, Gauge>,
+}
+
+impl QueueMetrics {
+    /// Registers the queue families.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "rover_queue_messages",
+            "Messages ready in a Rover queue, as the broker reported when scraped",
+            metrics.messages.clone(),
+        );
+        registry.register(
+            "rover_queue_consumers",
+            "Consumers of a Rover queue, as the broker reported when scraped",
+            metrics.consumers.clone(),
+        );
+        metrics
+    }
+
+    /// Sets `queue`'s depth.
+    pub fn set(&self, queue: &str, messages: u32, consumers: u32) {
+        let labels = QueueLabels {
+            queue: queue.to_owned(),
+        };
+        self.messages
+            .get_or_create(&labels)
+            .set(i64::from(messages));
+        self.consumers
+            .get_or_create(&labels)
+            .set(i64::from(consumers));
+    }
+}
+
+/// Approvals staff have not answered yet, across every school (no school label: per-school
+/// detail is in the database).
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalMetrics {
+    /// Approvals pending now.
+    pub waiting: Gauge,
+    /// How long the oldest pending approval has waited, in seconds (0 when none).
+    pub oldest_wait_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl ApprovalMetrics {
+    /// Registers the approval families.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "rover_approvals_waiting",
+            "Approvals pending an answer from staff, across every school, when scraped",
+            metrics.waiting.clone(),
+        );
+        registry.register(
+            "rover_approval_oldest_wait_seconds",
+            "How long the oldest pending approval has waited, when scraped (0: none pending)",
+            metrics.oldest_wait_seconds.clone(),
         );
         metrics
     }

@@ -247,3 +247,14 @@ pub async fn history_before(
     }
     Ok((history, first))
 }
+
+/// Approvals pending across every school, and how long the oldest has waited in seconds (0 when
+/// none): two numbers for the worker's `/metrics`, nothing of any school
+/// (`rover_approvals_waiting()`, past row-level security).
+pub async fn waiting(pool: &sqlx::PgPool) -> Result<(i64, f64), DomainError> {
+    Ok(
+        sqlx::query_as("SELECT waiting, oldest_seconds FROM rover_approvals_waiting()")
+            .fetch_one(pool)
+            .await?,
+    )
+}

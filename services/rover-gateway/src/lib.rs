@@ -435,18 +435,41 @@ impl App {
     }
 }
 
-/// The metrics listener's routes: `/metrics` only.
+/// The metrics listener's routes: `/metrics` only. Each scrape first reads the turns and tools
+/// queues' depth and consumers from the broker.
 pub fn metrics_router(state: AppState) -> Router {
     Router::new()
         .route(
             "/metrics",
             axum::routing::get(
                 |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    refresh_queues(&state).await;
                     state.registry.response()
                 },
             ),
         )
         .with_state(state)
+}
+
+/// Sets `rover_queue_messages` and `rover_queue_consumers` for the queues workers and tool servers
+/// consume, as the broker reports them now (a second at most each; a queue the broker does not
+/// answer for keeps its last values, and the failure is logged).
+async fn refresh_queues(state: &AppState) {
+    for queue in [state.topology.turns_queue(), state.topology.tools_queue()] {
+        let inspected = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            state.broker.inspect_queue(&queue),
+        )
+        .await;
+        match inspected {
+            Ok(Ok(depth)) => state
+                .metrics
+                .queues
+                .set(&queue, depth.messages, depth.consumers),
+            Ok(Err(error)) => tracing::warn!(%error, queue, "could not inspect the queue"),
+            Err(_) => tracing::warn!(queue, "inspecting the queue took over a second"),
+        }
+    }
 }
 
 /// The whole public HTTP API (`/metrics` is not part of it: see [`metrics_router`]).

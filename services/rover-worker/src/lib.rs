@@ -18,7 +18,7 @@ use rover_agent::{AgentMetrics, Runtime, ToolRpc};
 use rover_contracts::identity::TurnVerifier;
 use rover_contracts::wire::{self, TurnRequest};
 use rover_messaging::{Broker, ConsumerOptions, Publisher, RpcOptions, Topology};
-use rover_telemetry::metrics::{Metrics, TurnMetrics};
+use rover_telemetry::metrics::{ApprovalMetrics, Metrics, TurnMetrics};
 
 use crate::turn::handle_turn;
 
@@ -45,6 +45,8 @@ struct Shared {
     topology: Topology,
     verifier: TurnVerifier,
     turns: TurnMetrics,
+    /// Refreshed from the database each time `/metrics` is scraped.
+    approvals: ApprovalMetrics,
     metrics: Metrics,
     /// The turns running here (to stop them) and the threads whose turns wait here.
     control: Arc<control::Control>,
@@ -88,6 +90,7 @@ impl App {
         let publisher = broker.publisher();
         let mut registry = rover_telemetry::metrics::Registry::default();
         let turns = TurnMetrics::register(&mut registry);
+        let approvals = ApprovalMetrics::register(&mut registry);
         let runtime = Runtime {
             model,
             tools,
@@ -102,6 +105,7 @@ impl App {
         };
         let shared = Arc::new(Shared {
             turns,
+            approvals,
             metrics: Metrics::new(registry),
             verifier,
             settings,
@@ -200,17 +204,43 @@ impl App {
     }
 }
 
+/// Reads the approvals waiting across every school into `approvals`, within a second; when the
+/// database does not answer, the last values stay and the failure is logged (the scrape itself
+/// still answers, so the other series are not lost with it).
+async fn refresh_approvals(approvals: &ApprovalMetrics, pool: &sqlx::PgPool) {
+    let read = tokio::time::timeout(
+        Duration::from_secs(1),
+        rover_turnstore::approvals::waiting(pool),
+    )
+    .await;
+    match read {
+        Ok(Ok((waiting, oldest))) => {
+            approvals.waiting.set(waiting);
+            approvals.oldest_wait_seconds.set(oldest);
+        }
+        Ok(Err(error)) => tracing::warn!(%error, "could not read the approvals waiting"),
+        Err(_) => tracing::warn!("reading the approvals waiting took over a second"),
+    }
+}
+
 /// `/healthz`, `/metrics` and `/readyz` (ready while the broker is reachable).
 fn health_router(broker: &Broker, shared: &Shared) -> axum::Router {
     let ready = broker.clone();
-    let metrics = shared.metrics.clone();
+    let scraped = (
+        shared.metrics.clone(),
+        shared.approvals.clone(),
+        shared.pool.clone(),
+    );
     axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .route(
             "/metrics",
             axum::routing::get(move || {
-                let metrics = metrics.clone();
-                async move { metrics.response() }
+                let (metrics, approvals, pool) = scraped.clone();
+                async move {
+                    refresh_approvals(&approvals, &pool).await;
+                    metrics.response()
+                }
             }),
         )
         .route(
