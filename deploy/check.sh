@@ -8,12 +8,20 @@
 # deploy/local/ensure-prometheus.sh). Exits non-zero on any problem.
 #
 #   deploy/check.sh [DEPLOY_DIR]      (default: the deploy/ folder this script is in)
+#   deploy/check.sh --rules OUT       only write the base's alert rules, as a Prometheus rule file,
+#                                     to OUT (for `make observe` and the tests that run Prometheus)
 #
 # The validator's virtualenv lives in target/deploy-check/venv and is made on first use from
 # deploy/check/requirements.txt (PyPI); a lock makes concurrent first runs safe.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+rules_out=""
+if [ "${1:-}" = "--rules" ]; then
+  [ -n "${2:-}" ] || { echo "deploy-check: --rules needs an output file" >&2; exit 2; }
+  rules_out="$2"
+  shift 2
+fi
 repo="$(dirname "$here")"
 deploy_dir="$(cd "${1:-$here}" && pwd)"
 k8s_version="${ROVER_DEPLOY_K8S_VERSION:-1.32}"
@@ -48,6 +56,10 @@ fi
 
 render="$(mktemp -d)"
 trap 'rm -rf "$render"' EXIT
+if [ -n "$rules_out" ]; then
+  kubectl kustomize "$deploy_dir/k8s/base" >"$render/base.yaml"
+  exec "$venv/bin/python" "$here/check/rules.py" "$render/base.yaml" "$rules_out"
+fi
 shopt -s nullglob
 overlays=("$deploy_dir"/k8s/overlays/*/)
 [ "${#overlays[@]}" -gt 0 ] || die "no overlays in $deploy_dir/k8s/overlays/"

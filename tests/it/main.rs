@@ -19,5 +19,6 @@ mod feedback;
 mod mcp;
 mod node;
 mod observability;
+mod prometheus;
 mod stack;
 mod stop;

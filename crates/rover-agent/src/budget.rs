@@ -47,7 +47,17 @@ pub enum BudgetError {
 }
 
 impl BudgetError {
-    /// The limit's name, for metrics.
+    /// Every [`Self::limit`] name, for metrics that start each at zero.
+    pub const LIMITS: [&'static str; 6] = [
+        "turn_tokens",
+        "turn_model_calls",
+        "turn_tool_calls",
+        "user_daily_tokens",
+        "school_daily_tokens",
+        "ledger",
+    ];
+
+    /// The limit's name, for metrics: one of [`Self::LIMITS`].
     pub fn limit(&self) -> &'static str {
         match self {
             Self::TurnTokens(_) => "turn_tokens",
@@ -240,6 +250,20 @@ mod tests {
         tool_calls: 4,
         output_reserve: 100,
     };
+
+    #[test]
+    fn every_limit_is_listed_for_the_metrics() {
+        for spent in [
+            BudgetError::TurnTokens(1),
+            BudgetError::TurnModelCalls(1),
+            BudgetError::TurnToolCalls(1),
+            BudgetError::UserDaily(1),
+            BudgetError::SchoolDaily(1),
+            BudgetError::Ledger(String::new()),
+        ] {
+            assert!(BudgetError::LIMITS.contains(&spent.limit()), "{spent:?}");
+        }
+    }
 
     fn used(input: u64, output: u64) -> TokenUsage {
         TokenUsage {

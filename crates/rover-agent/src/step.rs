@@ -103,7 +103,7 @@ pub(crate) async fn stream_step(
             if stream.fallback
                 && let Some(metrics) = deps.runtime.metrics.as_ref()
             {
-                metrics.model.fell_back(&stream.model);
+                metrics.model.fell_back();
             }
             let span = tracing::Span::current();
             span.record("gen_ai.response.model", stream.model.as_str());

@@ -275,6 +275,15 @@ pub(crate) async fn start(
     options: ConsumerOptions,
     handler: Handler,
 ) -> Result<ConsumerHandle, MessagingError> {
+    // A named queue's dead-letter count starts at 0, so the first message dead-lettered is an
+    // increase an alert sees (subscription queues, named by the broker, are counted when one is).
+    if let Source::Queue(queue) = &source {
+        drop(rover_telemetry::metrics::dead_lettered().get_or_create(
+            &rover_telemetry::metrics::QueueLabels {
+                queue: queue.clone(),
+            },
+        ));
+    }
     let (stop, stop_rx) = watch::channel(false);
     let (subscribed, subscriptions) = watch::channel(0);
     let (ready, ready_rx) = oneshot::channel();

@@ -155,8 +155,10 @@ pub struct LimitLabels {
 }
 
 impl TurnMetrics {
-    /// Registers the turn families.
-    pub fn register(registry: &mut Registry) -> Self {
+    /// Registers the turn families, with `rover_budget_exceeded_total` at 0 for each of `limits`
+    /// (so the first time one is spent is an increase, not a new series an alert cannot see
+    /// grow).
+    pub fn register(registry: &mut Registry, limits: &[&'static str]) -> Self {
         let metrics = Self {
             started: Counter::default(),
             completed: Counter::default(),
@@ -201,6 +203,13 @@ impl TurnMetrics {
             "Turns ended because a token, model-call or tool-call budget was spent",
             metrics.budget_exceeded.clone(),
         );
+        for limit in limits {
+            drop(
+                metrics
+                    .budget_exceeded
+                    .get_or_create(&LimitLabels { limit }),
+            );
+        }
         metrics
     }
 }
@@ -228,14 +237,7 @@ pub struct TokenLabels {
 pub struct ModelMetrics {
     duration: Family<ModelLabels, Histogram, LatencyBuckets>,
     tokens: Family<TokenLabels, Counter>,
-    fallbacks: Family<FallbackLabels, Counter>,
-}
-
-/// Labels of a model call a fallback endpoint answered.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FallbackLabels {
-    /// The model that answered (a configured fallback's name).
-    pub model: String,
+    fallbacks: Counter,
 }
 
 impl ModelMetrics {
@@ -244,11 +246,11 @@ impl ModelMetrics {
         let metrics = Self {
             duration: Family::new_with_constructor(LatencyBuckets),
             tokens: Family::default(),
-            fallbacks: Family::default(),
+            fallbacks: Counter::default(),
         };
         registry.register(
             "rover_model_fallbacks",
-            "Model calls a fallback endpoint answered because the primary failed, by model",
+            "Model calls a fallback endpoint answered because the primary failed",
             metrics.fallbacks.clone(),
         );
         registry.register(
@@ -264,13 +266,10 @@ impl ModelMetrics {
         metrics
     }
 
-    /// Counts one model call answered by the fallback `model` (the primary having failed).
-    pub fn fell_back(&self, model: &str) {
-        self.fallbacks
-            .get_or_create(&FallbackLabels {
-                model: model.to_owned(),
-            })
-            .inc();
+    /// Counts one model call a fallback answered (the primary having failed); which model is in
+    /// the call's `rover.model.attempt` spans and the worker's log.
+    pub fn fell_back(&self) {
+        self.fallbacks.inc();
     }
 
     /// Records one model call.
@@ -416,7 +415,7 @@ mod tests {
             "rover_rpc_duration_seconds",
             "Tool RPC round trips",
         );
-        let turns = TurnMetrics::register(&mut registry);
+        let turns = TurnMetrics::register(&mut registry, &["turn_tokens"]);
         let metrics = Metrics::new(registry);
         tools.observe("departments.create", "denied", Duration::from_millis(3));
         turns.started.inc();

@@ -89,7 +89,7 @@ impl App {
             .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let publisher = broker.publisher();
         let mut registry = rover_telemetry::metrics::Registry::default();
-        let turns = TurnMetrics::register(&mut registry);
+        let turns = TurnMetrics::register(&mut registry, &rover_agent::budget::BudgetError::LIMITS);
         let approvals = ApprovalMetrics::register(&mut registry);
         let runtime = Runtime {
             model,

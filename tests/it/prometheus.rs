@@ -1,0 +1,399 @@
+//! What an operator is handed, checked against the real thing: every service's `/metrics` passes
+//! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
+//! queries is one the services export; and Debian's Prometheus, scraping a running stack with the
+//! very alert rules `make deploy-check` tests (`make observe` runs it the same way), evaluates
+//! every rule healthily and holds the dashboard's series after a turn.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::stack::Stack;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The folder holding `prometheus` and `promtool` (fetched once by the script if missing).
+fn prometheus_bin() -> PathBuf {
+    let output = Command::new(repo().join("deploy/local/ensure-prometheus.sh"))
+        .output()
+        .expect("deploy/local/ensure-prometheus.sh runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8(output.stdout).unwrap().trim())
+}
+
+/// A turn that moves every family a turn can: a write through a specialist.
+async fn run_a_turn(stack: &Stack) {
+    let turn = stack
+        .say(
+            "amina@hill.school",
+            "chat-prometheus",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+}
+
+/// Each service's `/metrics`, by job name (as `make observe` and the PodMonitors name them).
+async fn scrape_all(stack: &Stack) -> Vec<(&'static str, SocketAddr, String)> {
+    let mut scraped = Vec::new();
+    for (job, addr) in [
+        ("rover-gateway", stack.gateway_metrics),
+        ("rover-worker", stack.worker_http),
+        ("rover-toolserver", stack.toolserver_http),
+    ] {
+        let text = stack
+            .http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        scraped.push((job, addr, text));
+    }
+    scraped
+}
+
+/// OpenMetrics text as the classic Prometheus text format, which is what `promtool check metrics`
+/// reads: a counter family's `HELP` and `TYPE` name its `_total` series (OpenMetrics names the
+/// family without it), and `# EOF` goes. Nothing else changes, so promtool sees every sample,
+/// name, label and help text the services serve.
+fn classic(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut text = String::new();
+    for line in openmetrics.lines().filter(|line| *line != "# EOF") {
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (family, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&family)
+                .then(|| format!("{prefix}{family}_total {tail}"))
+        });
+        text.push_str(renamed.as_deref().unwrap_or(line));
+        text.push('\n');
+    }
+    text
+}
+
+/// The series names a metrics text can carry, from its `# TYPE` lines: a counter's `_total`, a
+/// histogram's `_bucket`, `_sum` and `_count`, a gauge's own name; with whether any sample of
+/// the family is present.
+fn exported(texts: &[&str]) -> HashMap<String, (String, bool)> {
+    let mut series = HashMap::new();
+    for text in texts {
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let (family, kind) = rest.split_once(' ').unwrap();
+            let names: Vec<String> = match kind {
+                "counter" => vec![format!("{family}_total")],
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .map(|suffix| format!("{family}{suffix}"))
+                    .collect(),
+                _ => vec![family.to_owned()],
+            };
+            let sampled = text
+                .lines()
+                .any(|sample| !sample.starts_with('#') && sample.starts_with(family));
+            for name in names {
+                let entry = series
+                    .entry(name)
+                    .or_insert_with(|| (family.to_owned(), false));
+                entry.1 |= sampled;
+            }
+        }
+    }
+    series
+}
+
+/// Every Rover series each dashboard panel's queries name, by panel title.
+fn dashboard_series() -> Vec<(String, BTreeSet<String>)> {
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("deploy/grafana/rover-turns.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    dashboard["panels"]
+        .as_array()
+        .expect("the dashboard has panels")
+        .iter()
+        .map(|panel| {
+            let mut names = BTreeSet::new();
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                let mut rest = expr;
+                while let Some(at) = rest.find("rover_") {
+                    let name: String = rest[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    rest = &rest[at + name.len()..];
+                    names.insert(name);
+                }
+            }
+            (panel["title"].as_str().unwrap().to_owned(), names)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_services_metrics_pass_promtool_and_the_dashboard_names_only_exported_series() {
+    let stack = Stack::start().await;
+    run_a_turn(&stack).await;
+    let scraped = scrape_all(&stack).await;
+    let promtool = prometheus_bin().join("promtool");
+    for (job, _, text) in &scraped {
+        assert!(text.ends_with("# EOF\n"), "{job} renders OpenMetrics");
+        let mut child = Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), classic(text).as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "promtool check metrics on {job}:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let texts: Vec<&str> = scraped.iter().map(|(_, _, text)| text.as_str()).collect();
+    let exported = exported(&texts);
+    let panels = dashboard_series();
+    assert!(panels.len() >= 10, "{panels:?}");
+    for (title, names) in panels {
+        assert!(!names.is_empty(), "panel {title:?} queries no Rover series");
+        for name in names {
+            assert!(
+                exported.contains_key(&name),
+                "panel {title:?} queries {name}, which no service exports"
+            );
+        }
+    }
+}
+
+/// A free port on loopback (bound, then released for Prometheus to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Debian's Prometheus on a port of its own, scraping the stack every second, with the alert
+/// rules; killed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    url: String,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(targets: &[(&str, SocketAddr)]) -> Prometheus {
+        let dir = std::env::temp_dir().join(format!("rover-prometheus-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rules = dir.join("rover.rules.yaml");
+        let made = Command::new(repo().join("deploy/check.sh"))
+            .arg("--rules")
+            .arg(&rules)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - rover.rules.yaml\nscrape_configs:\n",
+        );
+        for (job, addr) in targets {
+            config.push_str(&format!(
+                "  - job_name: {job}\n    static_configs:\n      - targets: ['{addr}']\n"
+            ));
+        }
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let port = free_port();
+        let child = Command::new(prometheus_bin().join("prometheus"))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts");
+        Prometheus {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _dir: TempDir(dir),
+        }
+    }
+
+    async fn get(&self, http: &reqwest::Client, path: &str, query: &[(&str, &str)]) -> Value {
+        match http
+            .get(format!("{}{path}", self.url))
+            .query(query)
+            .send()
+            .await
+        {
+            Ok(response) => response.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        }
+    }
+}
+
+/// Polls `check` until it holds, or fails after `within` saying `what`.
+async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(()) => return,
+            Err(last) if Instant::now() > deadline => panic!("{what}: {last}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashboards_series() {
+    let stack = Stack::start().await;
+    let prometheus = Prometheus::start(&[
+        ("rover-gateway", stack.gateway_metrics),
+        ("rover-worker", stack.worker_http),
+        ("rover-toolserver", stack.toolserver_http),
+    ]);
+    run_a_turn(&stack).await;
+    let scraped = scrape_all(&stack).await;
+    let texts: Vec<&str> = scraped.iter().map(|(_, _, text)| text.as_str()).collect();
+    let exported = exported(&texts);
+    let http = &stack.http;
+
+    // Every target up, every rule loaded and evaluated without error.
+    eventually("every target up", Duration::from_secs(60), || async {
+        let targets = prometheus.get(http, "/api/v1/targets", &[]).await;
+        let active = targets["data"]["activeTargets"].as_array().cloned();
+        let up = active
+            .iter()
+            .flatten()
+            .filter(|t| t["health"] == "up")
+            .count();
+        (up == 3).then_some(()).ok_or(format!("{targets}"))
+    })
+    .await;
+    eventually(
+        "every alert rule evaluated healthily",
+        Duration::from_secs(60),
+        || async {
+            let rules = prometheus.get(http, "/api/v1/rules", &[]).await;
+            let all: Vec<&Value> = rules["data"]["groups"]
+                .as_array()
+                .iter()
+                .flat_map(|groups| groups.iter())
+                .flat_map(|group| group["rules"].as_array().into_iter().flatten())
+                .collect();
+            let healthy = all.iter().filter(|rule| rule["health"] == "ok").count();
+            (all.len() == 8 && healthy == 8)
+                .then_some(())
+                .ok_or(format!("{rules}"))
+        },
+    )
+    .await;
+
+    // Every series the dashboard draws: held with samples when the stack has any, else known to
+    // Prometheus from the family's HELP and TYPE (a labelled counter nothing has moved yet).
+    for (title, names) in dashboard_series() {
+        for name in names {
+            let (family, sampled) = exported
+                .get(&name)
+                .unwrap_or_else(|| panic!("panel {title:?}: no service exports {name}"))
+                .clone();
+            let what = format!("panel {title:?}: {name}");
+            eventually(&what, Duration::from_secs(60), || async {
+                if sampled {
+                    let answer = prometheus
+                        .get(http, "/api/v1/query", &[("query", name.as_str())])
+                        .await;
+                    let found = answer["data"]["result"]
+                        .as_array()
+                        .is_some_and(|result| !result.is_empty());
+                    found.then_some(()).ok_or(format!("{answer}"))
+                } else {
+                    let answer = prometheus
+                        .get(http, "/api/v1/metadata", &[("metric", family.as_str())])
+                        .await;
+                    let known = answer["data"]
+                        .as_object()
+                        .is_some_and(|data| !data.is_empty());
+                    known.then_some(()).ok_or(format!("{answer}"))
+                }
+            })
+            .await;
+        }
+    }
+    // The turn's own work shows once scraped: one completed turn.
+    eventually(
+        "the turn counted as completed",
+        Duration::from_secs(60),
+        || async {
+            let answer = prometheus
+                .get(
+                    http,
+                    "/api/v1/query",
+                    &[("query", "sum(rover_turns_completed_total)")],
+                )
+                .await;
+            (answer["data"]["result"][0]["value"][1] == "1")
+                .then_some(())
+                .ok_or(format!("{answer}"))
+        },
+    )
+    .await;
+}
