@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos bench eval eval-ci lint fmt services build deploy-check console chromium
+.PHONY: help run test chaos bench eval eval-ci lint fmt services build deploy-check console chromium observe
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -70,5 +70,8 @@ lint: ## Formatting and clippy, warnings as errors.
 fmt: ## Format the code.
 	$(CARGO) fmt --all
 
-deploy-check: ## Render every Kubernetes overlay and validate it offline against schemas.
+observe: ## Prometheus at http://127.0.0.1:9099 scraping `make run`'s services, with the alert rules.
+	@deploy/local/observe.sh
+
+deploy-check: ## Render every Kubernetes overlay and validate it offline against schemas, and test the alert rules.
 	@deploy/check.sh

@@ -1,8 +1,8 @@
 //! What an operator is handed, checked against the real thing: every service's `/metrics` passes
 //! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
-//! queries is one the services export; and Debian's Prometheus, scraping a running stack with the
-//! very alert rules `make deploy-check` tests (`make observe` runs it the same way), evaluates
-//! every rule healthily and holds the dashboard's series after a turn.
+//! queries is one the services export; and `make observe` (Debian's Prometheus with the very alert
+//! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily and
+//! holds the dashboard's series after a turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -203,8 +203,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Debian's Prometheus on a port of its own, scraping the stack every second, with the alert
-/// rules; killed when dropped.
+/// `make observe`'s script (deploy/local/observe.sh) on a port and folder of its own, scraping
+/// this stack every second; killed when dropped.
 struct Prometheus {
     child: std::process::Child,
     url: String,
@@ -227,48 +227,27 @@ impl Drop for Prometheus {
 }
 
 impl Prometheus {
-    fn start(targets: &[(&str, SocketAddr)]) -> Prometheus {
-        let dir = std::env::temp_dir().join(format!("rover-prometheus-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let rules = dir.join("rover.rules.yaml");
-        let made = Command::new(repo().join("deploy/check.sh"))
-            .arg("--rules")
-            .arg(&rules)
-            .output()
-            .unwrap();
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-        let mut config = String::from(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - rover.rules.yaml\nscrape_configs:\n",
-        );
-        for (job, addr) in targets {
-            config.push_str(&format!(
-                "  - job_name: {job}\n    static_configs:\n      - targets: ['{addr}']\n"
-            ));
-        }
-        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-        let port = free_port();
-        let child = Command::new(prometheus_bin().join("prometheus"))
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+    fn start(stack: &Stack) -> Prometheus {
+        let dir = std::env::temp_dir().join(format!("rover-observe-{}", uuid::Uuid::new_v4()));
+        let listen = format!("127.0.0.1:{}", free_port());
+        // The script `exec`s Prometheus, so this child is Prometheus itself once it runs.
+        let child = Command::new(repo().join("deploy/local/observe.sh"))
+            .env("ROVER_OBSERVE_LISTEN", &listen)
+            .env("ROVER_OBSERVE_DIR", &dir)
+            .env("ROVER_OBSERVE_INTERVAL", "1s")
+            .env("ROVER_OBSERVE_GATEWAY", stack.gateway_metrics.to_string())
+            .env("ROVER_OBSERVE_WORKER", stack.worker_http.to_string())
+            .env(
+                "ROVER_OBSERVE_TOOLSERVER",
+                stack.toolserver_http.to_string(),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("prometheus starts");
+            .expect("deploy/local/observe.sh starts");
         Prometheus {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{listen}"),
             _dir: TempDir(dir),
         }
     }
@@ -305,11 +284,7 @@ where
 #[tokio::test]
 async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashboards_series() {
     let stack = Stack::start().await;
-    let prometheus = Prometheus::start(&[
-        ("rover-gateway", stack.gateway_metrics),
-        ("rover-worker", stack.worker_http),
-        ("rover-toolserver", stack.toolserver_http),
-    ]);
+    let prometheus = Prometheus::start(&stack);
     run_a_turn(&stack).await;
     let scraped = scrape_all(&stack).await;
     let texts: Vec<&str> = scraped.iter().map(|(_, _, text)| text.as_str()).collect();
