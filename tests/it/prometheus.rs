@@ -1,6 +1,7 @@
 //! What an operator is handed, checked against the real thing: every service's `/metrics` passes
 //! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
-//! queries is one the services export; and `make observe` (Debian's Prometheus with the very alert
+//! queries is one the services export; no label value is an id, an email or a name; and
+//! `make observe` (Debian's Prometheus with the very alert
 //! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily and
 //! holds the dashboard's series after a turn.
 
@@ -286,6 +287,90 @@ async fn every_services_metrics_pass_promtool_and_the_dashboard_names_only_expor
                 "panel {title:?} queries {name}, which no service exports"
             );
         }
+    }
+}
+
+/// Every label value of every sample in a metrics text, with the sample's line.
+fn label_values(text: &str) -> Vec<(String, String)> {
+    let mut values = Vec::new();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let Some((_, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let labels = rest.rsplit_once('}').map_or(rest, |(labels, _)| labels);
+        // Rover's label values never hold a quote, so splitting on `"` is exact here.
+        for value in labels.split('"').skip(1).step_by(2) {
+            values.push((line.to_owned(), value.to_owned()));
+        }
+    }
+    values
+}
+
+/// Label cardinality stays bounded: after turns by staff of two schools, in chats with ids the
+/// client chose, no label value on any service is an id (every id here is a UUID: schools,
+/// users, threads, turns, approvals, calls), an email, a school's name or a chat id.
+#[tokio::test]
+async fn no_metric_label_names_a_user_a_chat_a_school_or_any_id() {
+    let stack = Stack::start().await;
+    let lakeside_chat = uuid::Uuid::new_v4().to_string();
+    for (email, chat, text) in [
+        (
+            "amina@hill.school",
+            "cardinality-amina",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        ),
+        (
+            "admin@lakeside.college",
+            lakeside_chat.as_str(),
+            "Create a department called Sciences",
+        ),
+        (
+            "okello@hill.school",
+            "cardinality-okello",
+            "What can you do?",
+        ),
+    ] {
+        let turn = stack.say(email, chat, text).await;
+        assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    }
+    let mut private: Vec<String> = sqlx::query_scalar(
+        "SELECT id::text FROM schools UNION ALL SELECT name FROM schools
+         UNION ALL SELECT id::text FROM users UNION ALL SELECT email FROM users
+         UNION ALL SELECT id::text FROM threads UNION ALL SELECT turn_id::text FROM chat_turns",
+    )
+    .fetch_all(&stack.owner)
+    .await
+    .unwrap();
+    private.extend(
+        [
+            "cardinality-amina",
+            "cardinality-okello",
+            lakeside_chat.as_str(),
+        ]
+        .map(str::to_owned),
+    );
+    assert!(private.len() > 20, "{private:?}");
+
+    let scraped = scrape_all(&stack).await;
+    let mut seen = BTreeSet::new();
+    for (job, _, text) in &scraped {
+        for (line, value) in label_values(text) {
+            assert!(
+                uuid::Uuid::parse_str(&value).is_err(),
+                "{job}: a label holds an id: {line}"
+            );
+            for secret in &private {
+                assert!(
+                    !value.contains(secret.as_str()),
+                    "{job}: a label holds {secret:?}: {line}"
+                );
+            }
+            seen.insert(value);
+        }
+    }
+    // The check looked at the labels a turn writes: its tool's event, the model, the outcome.
+    for value in ["record.attendance", "rover-scripted", "ok"] {
+        assert!(seen.contains(value), "no label {value:?} in {seen:?}");
     }
 }
 
