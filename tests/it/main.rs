@@ -20,5 +20,6 @@ mod mcp;
 mod node;
 mod observability;
 mod prometheus;
+mod runbook;
 mod stack;
 mod stop;
