@@ -31,8 +31,10 @@ async fn every_sql_statement_in_the_runbook_runs_against_the_schema() {
     let db = TestDb::new().await;
     let mut owner = sqlx::PgConnection::connect(db.owner_url()).await.unwrap();
     for statement in statements {
-        // The runbook's placeholder for the school an alert names.
-        let sql = statement.replace("<school id>", &db.ids.hill.to_string());
+        // The runbook's placeholders: the school an alert names, a turn from a log line.
+        let sql = statement
+            .replace("<school id>", &db.ids.hill.to_string())
+            .replace("<turn id>", &uuid::Uuid::new_v4().to_string());
         let mut transaction = owner.begin().await.unwrap();
         if let Err(error) = sqlx::raw_sql(&sql).execute(&mut *transaction).await {
             panic!("docs/runbook.md: {error}\n{statement}");
