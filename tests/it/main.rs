@@ -5,6 +5,7 @@
     reason = "a test reads as one story: its setup, the act and every assertion in one place"
 )]
 
+mod alert_metrics;
 mod approvals;
 mod attacks;
 mod brokers;

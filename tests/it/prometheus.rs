@@ -446,7 +446,7 @@ impl Prometheus {
 }
 
 /// Polls `check` until it holds, or fails after `within` saying `what`.
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
