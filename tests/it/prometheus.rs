@@ -2,8 +2,8 @@
 //! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
 //! queries is one the services export; no label value is an id, an email or a name; and
 //! `make observe` (Debian's Prometheus with the very alert
-//! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily and
-//! holds the dashboard's series after a turn.
+//! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily,
+//! raises no alert, and holds the dashboard's series after a turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -472,6 +472,12 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
     let http = &stack.http;
 
     // Every target up, every rule loaded and evaluated without error.
+    let alerts = std::fs::read_to_string(repo().join("deploy/k8s/base/monitoring.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|line| line.trim_start().starts_with("- alert: "))
+        .count();
+    assert!(alerts >= 9, "{alerts} alerts in monitoring.yaml");
     eventually("every target up", Duration::from_secs(60), || async {
         let targets = prometheus.get(http, "/api/v1/targets", &[]).await;
         let active = targets["data"]["activeTargets"].as_array().cloned();
@@ -495,7 +501,7 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
                 .flat_map(|group| group["rules"].as_array().into_iter().flatten())
                 .collect();
             let healthy = all.iter().filter(|rule| rule["health"] == "ok").count();
-            (all.len() == 8 && healthy == 8)
+            (all.len() == alerts && healthy == alerts)
                 .then_some(())
                 .ok_or(format!("{rules}"))
         },
@@ -533,6 +539,20 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
             .await;
         }
     }
+    // A healthy stack raises no alert, pending or firing (a job named otherwise than the alerts
+    // expect would leave RoverServiceDown pending here).
+    eventually(
+        "no alert pending or firing",
+        Duration::from_secs(60),
+        || async {
+            let answer = prometheus.get(http, "/api/v1/alerts", &[]).await;
+            let quiet = answer["data"]["alerts"]
+                .as_array()
+                .is_some_and(Vec::is_empty);
+            quiet.then_some(()).ok_or(format!("{answer}"))
+        },
+    )
+    .await;
     // The turn's own work shows once scraped: one completed turn.
     eventually(
         "the turn counted as completed",
