@@ -1,9 +1,9 @@
 //! What an operator is handed, checked against the real thing: every service's `/metrics` passes
 //! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
 //! queries is one the services export; no label value is an id, an email or a name; and
-//! `make observe` (Debian's Prometheus with the very alert
-//! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily,
-//! raises no alert, and holds the dashboard's series after a turn.
+//! `make observe` (Debian's Prometheus with the very alert rules `make deploy-check` tests),
+//! pointed at a running stack, evaluates every rule healthily, raises no alert, and holds the
+//! dashboard's series after a turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
