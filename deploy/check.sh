@@ -4,8 +4,10 @@
 # schemas bundled in the pinned `kubernetes-validate` package, custom kinds against
 # DEPLOY_DIR/schemas/, strictly; a kind with no schema fails. Then each overlay's alert rules
 # (its PrometheusRule, extracted by deploy/check/rules.py) go through `promtool check rules` and
-# `promtool test rules` with DEPLOY_DIR/monitoring/alerts.test.yaml (promtool from
-# deploy/local/ensure-prometheus.sh). Exits non-zero on any problem.
+# `promtool test rules` with DEPLOY_DIR/monitoring/alerts.test.yaml, or the overlay's own
+# alerts.test.yaml when it has one (promtool from deploy/local/ensure-prometheus.sh), and
+# deploy/check/alerts.py requires every alert to be tested firing and quiet and to have its
+# section in docs/runbook.md. Exits non-zero on any problem.
 #
 #   deploy/check.sh [DEPLOY_DIR]      (default: the deploy/ folder this script is in)
 #   deploy/check.sh --rules OUT       only write the base's alert rules, as a Prometheus rule file,
@@ -82,7 +84,7 @@ if [ "${#rendered[@]}" -gt 0 ]; then
     --k8s-version "$k8s_version" --schemas "$deploy_dir/schemas" "${rendered[@]}" || status=1
 fi
 # The alerts: each overlay's PrometheusRule groups, as rendered, through promtool — its own check,
-# then the unit tests in DEPLOY_DIR/monitoring/alerts.test.yaml (every alert firing and not).
+# then its unit tests (every alert firing and not).
 promtool=""
 if [ "${#rendered[@]}" -gt 0 ]; then
   bin="$("$here/local/ensure-prometheus.sh")" || die "promtool is required (Debian's prometheus package)"
@@ -103,12 +105,24 @@ for entry in "${rendered[@]}"; do
     status=1
     continue
   fi
-  cp "$deploy_dir/monitoring/alerts.test.yaml" "$rules/"
+  # An overlay that changes a threshold carries its own tests (k8s/overlays/<name>/alerts.test.yaml,
+  # docs/runbook.md *Thresholds*); every other overlay is tested with the base's.
+  tests="$deploy_dir/monitoring/alerts.test.yaml"
+  [ -f "$deploy_dir/k8s/overlays/$name/alerts.test.yaml" ] && tests="$deploy_dir/k8s/overlays/$name/alerts.test.yaml"
+  shown="${tests#"$deploy_dir"/}"
+  cp "$tests" "$rules/alerts.test.yaml"
   if (cd "$rules" && "$promtool" test rules alerts.test.yaml >"$rules/test.out" 2>&1); then
-    echo "deploy-check: $name: alert rules pass promtool check rules and every unit test"
+    echo "deploy-check: $name: alert rules pass promtool check rules and every unit test ($shown)"
   else
-    echo "FAIL $name: promtool test rules deploy/monitoring/alerts.test.yaml:"
+    echo "FAIL $name: promtool test rules $shown:"
     sed 's/^/  /' "$rules/test.out"
+    status=1
+  fi
+  # What promtool cannot see: each alert tested firing and quiet, each with its runbook section.
+  if ! "$venv/bin/python" "$here/check/alerts.py" "$rules/rover.rules.yaml" "$rules/alerts.test.yaml" \
+    "$repo/docs/runbook.md" >"$rules/alerts.out" 2>&1; then
+    echo "FAIL $name: alerts untested or without a runbook section ($shown, docs/runbook.md):"
+    sed 's/^/  /' "$rules/alerts.out"
     status=1
   fi
 done

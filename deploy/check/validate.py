@@ -2,10 +2,12 @@
 
 Every object must pass a JSON schema, strictly (unknown fields are errors):
   - built-in kinds against the Kubernetes schemas bundled in the `kubernetes-validate` package;
-  - custom kinds (KEDA's ScaledObject, TriggerAuthentication) against the schemas vendored in
-    deploy/schemas/ (`<kind>-<group>-<version>.json`).
+  - custom kinds (KEDA's ScaledObject, TriggerAuthentication; the Prometheus Operator's PodMonitor,
+    PrometheusRule) against the schemas vendored in deploy/schemas/
+    (`<kind>-<group>-<version>.json`).
 An object whose kind has neither is a failure, never a silent skip. Then a few of Rover's own rules
-(probes, resources, non-root, disruption budgets, references, no inlined secrets) are checked.
+(probes, resources, non-root, disruption budgets, references, no inlined secrets, PodMonitors that
+scrape a named port of their pods which only the scraper's namespace may reach) are checked.
 
 Sockets are disabled before anything is loaded, so a schema can never come from the network.
 
@@ -38,6 +40,7 @@ import yaml  # noqa: E402
 # RabbitMQ and Postgres keep their upstream images' conventions).
 PART_OF = "app.kubernetes.io/part-of"
 DEV_ONLY = "rover.dev/development-only"
+METRICS_SCRAPER = "rover.dev/metrics-scraper"
 CREDENTIAL_URL = re.compile(r"://[^/@\s]+:[^/@\s]+@")
 
 
@@ -145,10 +148,88 @@ class Checker:
                             obj,
                             f"uses TriggerAuthentication/{ref['name']}, which is not rendered",
                         )
+        for monitor in by_kind.get("PodMonitor", []):
+            self.check_pod_monitor(overlay, monitor, by_kind)
         for obj in by_kind.get("Deployment", []):
             sa = obj["spec"]["template"]["spec"].get("serviceAccountName")
             if sa and sa not in names.get("ServiceAccount", set()):
                 self.fail(overlay, obj, f"runs as ServiceAccount/{sa}, which is not rendered")
+
+    def check_pod_monitor(self, overlay, monitor, by_kind):
+        """A PodMonitor scrapes something real, and only from the scraper's namespace: it selects a
+        rendered Deployment's pods; each endpoint's port is a named port of their container; no
+        Service targets that port, and the NetworkPolicies admit it from the namespace labelled
+        METRICS_SCRAPER only (never from anywhere, as the gateway's public port is)."""
+        selector = monitor["spec"]["selector"]
+        pods = [
+            d["spec"]["template"]
+            for d in by_kind.get("Deployment", [])
+            if selects(selector, d["spec"]["template"]["metadata"].get("labels") or {})
+        ]
+        if not pods:
+            self.fail(overlay, monitor, "selects no rendered Deployment's pods")
+            return
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+            name = endpoint.get("port")
+            for pod in pods:
+                labels = pod["metadata"].get("labels") or {}
+                numbers = [
+                    p["containerPort"]
+                    for c in pod["spec"]["containers"]
+                    for p in c.get("ports") or []
+                    if p.get("name") == name
+                ]
+                if not numbers:
+                    problem = f"port {name!r} is not a named port of the pods it selects"
+                    self.fail(overlay, monitor, problem)
+                    continue
+                for service in by_kind.get("Service", []):
+                    spec = service["spec"]
+                    targets = [p.get("targetPort", p["port"]) for p in spec.get("ports") or []]
+                    if selects({"matchLabels": spec.get("selector")}, labels) and (
+                        name in targets or numbers[0] in targets
+                    ):
+                        self.fail(
+                            overlay,
+                            monitor,
+                            f"port {name!r} is exposed by Service/{service['metadata']['name']}: "
+                            f"metrics stay off the Services",
+                        )
+                self.check_scrape_admitted(overlay, monitor, labels, numbers[0], by_kind)
+
+    def check_scrape_admitted(self, overlay, monitor, labels, port, by_kind):
+        admitted = False
+        for policy in by_kind.get("NetworkPolicy", []):
+            pod_selector = policy["spec"].get("podSelector")
+            if pod_selector != {} and not selects(pod_selector, labels):
+                continue
+            for rule in policy["spec"].get("ingress") or []:
+                ports = [p.get("port") for p in rule.get("ports") or []]
+                if ports and port not in ports:
+                    continue
+                peers = rule.get("from") or []
+                scraper = peers and all(
+                    ((peer.get("namespaceSelector") or {}).get("matchLabels") or {}).get(
+                        METRICS_SCRAPER
+                    )
+                    == "true"
+                    for peer in peers
+                )
+                if not scraper:
+                    self.fail(
+                        overlay,
+                        monitor,
+                        f"NetworkPolicy/{policy['metadata']['name']} admits metrics port {port} "
+                        f"from more than the {METRICS_SCRAPER} namespace",
+                    )
+                else:
+                    admitted = True
+        if not admitted:
+            self.fail(
+                overlay,
+                monitor,
+                f"no NetworkPolicy admits metrics port {port} from the {METRICS_SCRAPER} namespace",
+            )
 
     def check_env(self, overlay, obj, pod_spec):
         for container in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):

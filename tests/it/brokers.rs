@@ -1,8 +1,8 @@
 //! One least-privilege broker user per service: the topology is declared once by an
 //! administrator (`rover-toolserver broker setup`), each service connects as its own user with
 //! only the rights that command prints and only checks the topology, a whole turn with a
-//! subagent's write and an MCP client's tool call still work — and each user is refused what
-//! belongs to another service.
+//! subagent's write and an MCP client's tool call still work, the gateway still reads the work
+//! queues' consumers for its metrics — and each user is refused what belongs to another service.
 
 use std::collections::HashMap;
 
@@ -104,6 +104,18 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
         reply["result"]["structuredContent"]["data"]["name"], "Least Privilege",
         "{reply:#}"
     );
+
+    // The gateway's user reads the work queues' messages and consumers for its `/metrics` (the
+    // alert on a queue with no consumer): a passive declare, which needs no right of its own.
+    let metrics = crate::observability::scrape(&stack, stack.gateway_metrics).await;
+    for queue in ["rover.turns", "rover.tools"] {
+        let consumers = format!("rover_queue_consumers{{queue=\"{queue}\"}}");
+        assert_eq!(
+            crate::observability::sample(&metrics, &consumers),
+            1.0,
+            "{metrics}"
+        );
+    }
 
     // Each user is refused the other services' work.
     let topology = Topology::new("rover");

@@ -1,7 +1,9 @@
 //! `make deploy-check` (deploy/check.sh) passes on the real manifests and fails, naming the object,
 //! on a deliberately broken copy: a built-in kind with a wrong type, a KEDA object with an unknown
-//! field, a kind no schema describes, an alert threshold its unit tests no longer agree with, and
-//! an alert rule that does not parse.
+//! field, a kind no schema describes, an alert threshold its unit tests no longer agree with (and
+//! an overlay that changes one passes only with tests of its own), an alert rule that does not
+//! parse, an alert tested only one way, an alert without its runbook section, a PodMonitor on a
+//! port its pods lack, and metrics admitted from anywhere.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -68,6 +70,35 @@ impl DeployCopy {
         let before = std::fs::read_to_string(&path).unwrap();
         assert!(before.contains(from), "{file} no longer contains {from:?}");
         std::fs::write(&path, before.replacen(from, to, 1)).unwrap();
+    }
+}
+
+impl DeployCopy {
+    /// Replaces every `from` with `to` in one file, which must contain it.
+    fn edit_all(&self, file: &str, from: &str, to: &str) {
+        let path = self.0.join(file);
+        let before = std::fs::read_to_string(&path).unwrap();
+        assert!(before.contains(from), "{file} no longer contains {from:?}");
+        std::fs::write(&path, before.replace(from, to)).unwrap();
+    }
+
+    /// Uncomments the prod overlay's example of changing an alert threshold (its lines from
+    /// `# patches:` on), so the example is exactly what the test applies.
+    fn apply_the_prod_threshold_example(&self) {
+        let file = "k8s/overlays/prod/kustomization.yaml";
+        let text = std::fs::read_to_string(self.0.join(file)).unwrap();
+        let at = text
+            .find("# patches:\n")
+            .expect("the prod overlay shows how to change a threshold");
+        let example: String = text[at..]
+            .lines()
+            .map(|line| {
+                line.strip_prefix("# ")
+                    .unwrap_or(line.trim_start_matches('#'))
+            })
+            .map(|line| format!("{line}\n"))
+            .collect();
+        std::fs::write(self.0.join(file), format!("{}{example}", &text[..at])).unwrap();
     }
 }
 
@@ -196,6 +227,150 @@ fn an_alert_rule_that_does_not_parse_fails_the_check() {
     assert!(
         text.contains("FAIL prod: promtool check rules"),
         "the failure does not say which check:\n{text}"
+    );
+}
+
+/// The prod overlay's example of changing a threshold (approvals may wait two hours) fails the
+/// check against the base's tests, naming the alert, and passes once the overlay carries tests
+/// of its own that agree with its number: a threshold is a setting, and its tests move with it.
+#[test]
+fn an_overlay_that_changes_a_threshold_passes_only_with_its_own_tests() {
+    let copy = DeployCopy::new("overlay-threshold");
+    copy.apply_the_prod_threshold_example();
+    let output = deploy_check(Some(&copy.0));
+    let failed = text(&output);
+    assert!(
+        !output.status.success(),
+        "prod's changed threshold passed the base's tests:\n{failed}"
+    );
+    assert!(
+        failed.contains("FAIL prod: promtool test rules monitoring/alerts.test.yaml")
+            && failed.contains("RoverApprovalsWaiting")
+            && failed.contains("deploy-check: dev: alert rules pass"),
+        "the failure does not name the overlay and alert:\n{failed}"
+    );
+
+    let base = std::fs::read_to_string(copy.0.join("monitoring/alerts.test.yaml")).unwrap();
+    let own = base
+        .replace("values: 3000+60x30", "values: 6600+60x30")
+        .replace("has waited 1h 10m 0s", "has waited 2h 10m 0s");
+    assert_ne!(own, base, "the approvals case moved in the base's tests");
+    std::fs::write(copy.0.join("k8s/overlays/prod/alerts.test.yaml"), own).unwrap();
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(output.status.success(), "deploy-check failed:\n{text}");
+    assert!(
+        text.contains(
+            "deploy-check: prod: alert rules pass promtool check rules and every unit test \
+             (k8s/overlays/prod/alerts.test.yaml)"
+        ),
+        "prod was not tested with its own tests:\n{text}"
+    );
+}
+
+/// An alert whose unit tests only ever expect it quiet passes promtool (a rule that can never
+/// fire would too); the check requires a firing case for every alert.
+#[test]
+fn an_alert_never_tested_firing_fails_naming_it() {
+    let copy = DeployCopy::new("untested");
+    copy.edit(
+        "monitoring/alerts.test.yaml",
+        "      - eval_time: 4m
+        alertname: RoverModelFallingBack
+        exp_alerts:
+          - exp_labels: { severity: ticket }
+            exp_annotations:
+              summary: \"Model calls are being answered by a fallback endpoint\"
+              runbook: docs/runbook.md#rovermodelfallingback
+",
+        "",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "an alert never tested firing passed:\n{text}"
+    );
+    assert!(
+        text.contains("deploy-check: prod: alert rules pass promtool")
+            && text.contains("FAIL prod: alerts untested or without a runbook section")
+            && text.contains("RoverModelFallingBack: no unit test")
+            && text.contains("expects it to fire"),
+        "the failure does not name the alert:\n{text}"
+    );
+}
+
+/// An alert without its section in docs/runbook.md fails, naming it.
+#[test]
+fn an_alert_without_a_runbook_section_fails_naming_it() {
+    let copy = DeployCopy::new("runbook");
+    copy.edit(
+        "k8s/base/monitoring.yaml",
+        "- alert: RoverModelFallingBack\n",
+        "- alert: RoverModelFallback\n",
+    );
+    copy.edit_all(
+        "monitoring/alerts.test.yaml",
+        "alertname: RoverModelFallingBack\n",
+        "alertname: RoverModelFallback\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "an alert without a runbook section passed:\n{text}"
+    );
+    assert!(
+        text.contains("deploy-check: prod: alert rules pass promtool")
+            && text.contains(
+                "RoverModelFallback: docs/runbook.md has no '## RoverModelFallback' section"
+            ),
+        "the failure does not name the alert:\n{text}"
+    );
+}
+
+/// A PodMonitor whose port is not one its pods name scrapes nothing; the check says so.
+#[test]
+fn a_pod_monitor_on_a_port_the_pods_do_not_have_fails_naming_it() {
+    let copy = DeployCopy::new("podmonitor");
+    copy.edit(
+        "k8s/base/monitoring.yaml",
+        "    - port: metrics\n",
+        "    - port: prometheus\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "a PodMonitor on a missing port passed:\n{text}"
+    );
+    assert!(
+        text.contains(
+            "FAIL prod: PodMonitor/rover-gateway: port 'prometheus' is not a named port of the pods"
+        ),
+        "the failure does not name the monitor:\n{text}"
+    );
+}
+
+/// The gateway's metrics stay off its public side: a NetworkPolicy that admits the metrics port
+/// from anywhere (as the public port is) fails the check.
+#[test]
+fn metrics_admitted_from_anywhere_fail_naming_the_policy() {
+    let copy = DeployCopy::new("public-metrics");
+    copy.edit(
+        "k8s/base/networkpolicies.yaml",
+        "    - ports:\n        - port: 8080\n          protocol: TCP\n",
+        "    - ports:\n        - port: 8080\n          protocol: TCP\n        - port: 9090\n          protocol: TCP\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(!output.status.success(), "public metrics passed:\n{text}");
+    assert!(
+        text.contains(
+            "FAIL prod: PodMonitor/rover-gateway: NetworkPolicy/rover-gateway admits metrics port \
+             9090 from more than the rover.dev/metrics-scraper namespace"
+        ),
+        "the failure does not name the policy:\n{text}"
     );
 }
 

@@ -5,6 +5,7 @@
     reason = "a test reads as one story: its setup, the act and every assertion in one place"
 )]
 
+mod alert_metrics;
 mod approvals;
 mod attacks;
 mod brokers;
@@ -20,5 +21,6 @@ mod mcp;
 mod node;
 mod observability;
 mod prometheus;
+mod runbook;
 mod stack;
 mod stop;

@@ -452,7 +452,7 @@ async fn one_turn_is_one_trace_across_the_three_services() {
 }
 
 /// The value of the sample `name` (with its labels, as rendered), or 0 when absent.
-fn sample(metrics: &str, name: &str) -> f64 {
+pub(crate) fn sample(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
         .find_map(|line| {
@@ -462,7 +462,7 @@ fn sample(metrics: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn scrape(stack: &Stack, addr: SocketAddr) -> String {
+pub(crate) async fn scrape(stack: &Stack, addr: SocketAddr) -> String {
     let response = stack
         .http
         .get(format!("http://{addr}/metrics"))

@@ -1,8 +1,9 @@
 //! What an operator is handed, checked against the real thing: every service's `/metrics` passes
 //! `promtool check metrics`; every series the Grafana dashboard (deploy/grafana/rover-turns.json)
-//! queries is one the services export; and `make observe` (Debian's Prometheus with the very alert
-//! rules `make deploy-check` tests), pointed at a running stack, evaluates every rule healthily and
-//! holds the dashboard's series after a turn.
+//! queries is one the services export; no label value is an id, an email or a name; and
+//! `make observe` (Debian's Prometheus with the very alert rules `make deploy-check` tests),
+//! pointed at a running stack, evaluates every rule healthily, raises no alert, and holds the
+//! dashboard's series after a turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -125,7 +126,111 @@ fn exported(texts: &[&str]) -> HashMap<String, (String, bool)> {
     series
 }
 
-/// Every Rover series each dashboard panel's queries name, by panel title.
+/// PromQL words that are not series: aggregations, operators, grouping and modifiers.
+const PROMQL_WORDS: &[&str] = &[
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "inf",
+    "nan",
+];
+
+/// Every series name a PromQL expression selects, whatever its prefix: the identifiers left once
+/// strings, label matchers `{…}` and ranges `[…]` are skipped, that are neither functions (a name
+/// followed by `(`) nor [`PROMQL_WORDS`]; the label lists of `by (…)`, `on (…)` and the like are
+/// skipped too.
+fn series_in(expr: &str) -> BTreeSet<String> {
+    let chars: Vec<char> = expr.chars().collect();
+    let skip_to = |from: usize, close: char| {
+        chars[from..]
+            .iter()
+            .position(|c| *c == close)
+            .map_or(chars.len(), |at| from + at + 1)
+    };
+    let mut names = BTreeSet::new();
+    let mut at = 0;
+    while at < chars.len() {
+        let c = chars[at];
+        match c {
+            '"' | '\'' | '`' => at = skip_to(at + 1, c),
+            '{' => at = skip_to(at + 1, '}'),
+            '[' => at = skip_to(at + 1, ']'),
+            c if c.is_ascii_digit() || c == '.' => {
+                // A number or a duration: digits, a dot, an exponent or a unit, all skipped.
+                while at < chars.len() && (chars[at].is_ascii_alphanumeric() || chars[at] == '.') {
+                    at += 1;
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == '_' || c == ':' => {
+                let start = at;
+                while at < chars.len()
+                    && (chars[at].is_ascii_alphanumeric() || chars[at] == '_' || chars[at] == ':')
+                {
+                    at += 1;
+                }
+                let word: String = chars[start..at].iter().collect();
+                let next = chars[at..].iter().find(|c| !c.is_whitespace());
+                let grouping = [
+                    "by",
+                    "without",
+                    "on",
+                    "ignoring",
+                    "group_left",
+                    "group_right",
+                ];
+                if grouping.contains(&word.as_str()) && next == Some(&'(') {
+                    at = skip_to(at, ')');
+                } else if next != Some(&'(') && !PROMQL_WORDS.contains(&word.as_str()) {
+                    names.insert(word);
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    names
+}
+
+#[test]
+fn series_in_a_query_are_every_selected_name_and_nothing_else() {
+    let expr = "histogram_quantile(0.99, sum by (le, event) (rate(rover_rpc_duration_seconds_bucket\
+                {job=\"rover-worker\", event!~\"a|b\"}[5m] offset 1h))) / on (instance) \
+                group_left(version) up > bool 1e3 unless count without (x) (process_open_fds)";
+    assert_eq!(
+        series_in(expr),
+        BTreeSet::from(
+            [
+                "process_open_fds",
+                "rover_rpc_duration_seconds_bucket",
+                "up"
+            ]
+            .map(str::to_owned)
+        )
+    );
+}
+
+/// Every series each dashboard panel's queries name, by panel title.
 fn dashboard_series() -> Vec<(String, BTreeSet<String>)> {
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("deploy/grafana/rover-turns.json")).unwrap(),
@@ -138,16 +243,7 @@ fn dashboard_series() -> Vec<(String, BTreeSet<String>)> {
         .map(|panel| {
             let mut names = BTreeSet::new();
             for target in panel["targets"].as_array().unwrap() {
-                let expr = target["expr"].as_str().unwrap();
-                let mut rest = expr;
-                while let Some(at) = rest.find("rover_") {
-                    let name: String = rest[at..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    rest = &rest[at + name.len()..];
-                    names.insert(name);
-                }
+                names.extend(series_in(target["expr"].as_str().unwrap()));
             }
             (panel["title"].as_str().unwrap().to_owned(), names)
         })
@@ -184,13 +280,97 @@ async fn every_services_metrics_pass_promtool_and_the_dashboard_names_only_expor
     let panels = dashboard_series();
     assert!(panels.len() >= 10, "{panels:?}");
     for (title, names) in panels {
-        assert!(!names.is_empty(), "panel {title:?} queries no Rover series");
+        assert!(!names.is_empty(), "panel {title:?} queries no series");
         for name in names {
             assert!(
                 exported.contains_key(&name),
                 "panel {title:?} queries {name}, which no service exports"
             );
         }
+    }
+}
+
+/// Every label value of every sample in a metrics text, with the sample's line.
+fn label_values(text: &str) -> Vec<(String, String)> {
+    let mut values = Vec::new();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let Some((_, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let labels = rest.rsplit_once('}').map_or(rest, |(labels, _)| labels);
+        // Rover's label values never hold a quote, so splitting on `"` is exact here.
+        for value in labels.split('"').skip(1).step_by(2) {
+            values.push((line.to_owned(), value.to_owned()));
+        }
+    }
+    values
+}
+
+/// Label cardinality stays bounded: after turns by staff of two schools, in chats with ids the
+/// client chose, no label value on any service is an id (every id here is a UUID: schools,
+/// users, threads, turns, approvals, calls), an email, a school's name or a chat id.
+#[tokio::test]
+async fn no_metric_label_names_a_user_a_chat_a_school_or_any_id() {
+    let stack = Stack::start().await;
+    let lakeside_chat = uuid::Uuid::new_v4().to_string();
+    for (email, chat, text) in [
+        (
+            "amina@hill.school",
+            "cardinality-amina",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        ),
+        (
+            "admin@lakeside.college",
+            lakeside_chat.as_str(),
+            "Create a department called Sciences",
+        ),
+        (
+            "okello@hill.school",
+            "cardinality-okello",
+            "What can you do?",
+        ),
+    ] {
+        let turn = stack.say(email, chat, text).await;
+        assert_eq!(turn.finish_reason(), Some("stop"), "{:#?}", turn.chunks);
+    }
+    let mut private: Vec<String> = sqlx::query_scalar(
+        "SELECT id::text FROM schools UNION ALL SELECT name FROM schools
+         UNION ALL SELECT id::text FROM users UNION ALL SELECT email FROM users
+         UNION ALL SELECT id::text FROM threads UNION ALL SELECT turn_id::text FROM chat_turns",
+    )
+    .fetch_all(&stack.owner)
+    .await
+    .unwrap();
+    private.extend(
+        [
+            "cardinality-amina",
+            "cardinality-okello",
+            lakeside_chat.as_str(),
+        ]
+        .map(str::to_owned),
+    );
+    assert!(private.len() > 20, "{private:?}");
+
+    let scraped = scrape_all(&stack).await;
+    let mut seen = BTreeSet::new();
+    for (job, _, text) in &scraped {
+        for (line, value) in label_values(text) {
+            assert!(
+                uuid::Uuid::parse_str(&value).is_err(),
+                "{job}: a label holds an id: {line}"
+            );
+            for secret in &private {
+                assert!(
+                    !value.contains(secret.as_str()),
+                    "{job}: a label holds {secret:?}: {line}"
+                );
+            }
+            seen.insert(value);
+        }
+    }
+    // The check looked at the labels a turn writes: its tool's event, the model, the outcome.
+    for value in ["record.attendance", "rover-scripted", "ok"] {
+        assert!(seen.contains(value), "no label {value:?} in {seen:?}");
     }
 }
 
@@ -266,7 +446,7 @@ impl Prometheus {
 }
 
 /// Polls `check` until it holds, or fails after `within` saying `what`.
-async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
@@ -292,6 +472,12 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
     let http = &stack.http;
 
     // Every target up, every rule loaded and evaluated without error.
+    let alerts = std::fs::read_to_string(repo().join("deploy/k8s/base/monitoring.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|line| line.trim_start().starts_with("- alert: "))
+        .count();
+    assert!(alerts >= 9, "{alerts} alerts in monitoring.yaml");
     eventually("every target up", Duration::from_secs(60), || async {
         let targets = prometheus.get(http, "/api/v1/targets", &[]).await;
         let active = targets["data"]["activeTargets"].as_array().cloned();
@@ -315,7 +501,7 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
                 .flat_map(|group| group["rules"].as_array().into_iter().flatten())
                 .collect();
             let healthy = all.iter().filter(|rule| rule["health"] == "ok").count();
-            (all.len() == 8 && healthy == 8)
+            (all.len() == alerts && healthy == alerts)
                 .then_some(())
                 .ok_or(format!("{rules}"))
         },
@@ -353,6 +539,20 @@ async fn prometheus_scrapes_the_stack_evaluates_every_alert_and_holds_the_dashbo
             .await;
         }
     }
+    // A healthy stack raises no alert, pending or firing (a job named otherwise than the alerts
+    // expect would leave RoverServiceDown pending here).
+    eventually(
+        "no alert pending or firing",
+        Duration::from_secs(60),
+        || async {
+            let answer = prometheus.get(http, "/api/v1/alerts", &[]).await;
+            let quiet = answer["data"]["alerts"]
+                .as_array()
+                .is_some_and(Vec::is_empty);
+            quiet.then_some(()).ok_or(format!("{answer}"))
+        },
+    )
+    .await;
     // The turn's own work shows once scraped: one completed turn.
     eventually(
         "the turn counted as completed",

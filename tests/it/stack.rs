@@ -216,6 +216,11 @@ impl Stack {
             .collect()
     }
 
+    /// The scripted model's base URL, as the services were given it.
+    pub(crate) fn model_url(&self) -> &str {
+        &self.env["ROVER_MODEL__BASE_URL"]
+    }
+
     /// A development bearer token for a demo user.
     pub(crate) fn token(&self, email: &str) -> String {
         let settings = rover_gateway::AuthSettings::development();
