@@ -19,7 +19,7 @@ use crate::world::{World, WorldExt as _};
 /// A pool and the two callers, as the tool server would see them.
 #[derive(Debug)]
 pub(crate) struct SqlOnly {
-    pool: sqlx::PgPool,
+    pool: rover_domain::pool::CallPool,
     reader: (Actor, CallScope),
     writer: (Actor, CallScope),
     /// The policy version the last call read (the tool server keeps it per school): the rows are

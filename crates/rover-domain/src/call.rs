@@ -10,12 +10,13 @@
 use rover_authz::{PolicyRow, RoleAssignment};
 use rover_contracts::ids::{SchoolId, ThreadId, ToolCallId, TurnId, UserId};
 use serde_json::Value;
+use sqlx::Row as _;
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row as _};
 use uuid::Uuid;
 
 use crate::audit::AuditEntry;
 use crate::policy::{AuthzRow, from_rows};
+use crate::pool::Connections;
 use crate::tenant::bypass_refused;
 use crate::{DomainError, TenantTx};
 
@@ -103,18 +104,21 @@ pub struct CallStart {
 ///
 /// Every value written into the SQL is a parsed UUID, a number, or hex decoded by Postgres, so
 /// nothing a caller sent is interpreted as SQL. A connection that turns out dead on this first use
-/// is replaced once (the pool does not ping on acquire; see [`crate::call_pool`]).
+/// (the server restarted since it was last used: the pool does not check connections with a round
+/// trip of their own, see [`crate::pool`]) is replaced once, the idle ones that died with it
+/// dropped.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
 pub async fn begin_call(
-    pool: &PgPool,
+    pool: &impl Connections,
     school_id: SchoolId,
     reads: CallReads<'_>,
 ) -> Result<CallStart, DomainError> {
     let sql = call_sql(school_id, reads);
-    let opened = match TenantTx::open(pool, school_id, sql.clone()).await {
-        Err(DomainError::Database(sqlx::Error::Io(error))) => {
-            tracing::info!(%error, "a pooled connection was dead; opening the call on another");
-            TenantTx::open(pool, school_id, sql).await
+    let opened = match TenantTx::open(pool.lease().await?, school_id, sql.clone()).await {
+        Err(DomainError::Database(error)) if connection_lost(&error) => {
+            tracing::info!(%error, "a pooled connection was dead; opening the call on a new one");
+            pool.discard_idle();
+            TenantTx::open(pool.lease().await?, school_id, sql).await
         }
         opened => opened,
     };
@@ -173,6 +177,19 @@ pub async fn begin_call(
         stored,
         approval,
     })
+}
+
+/// Whether `error` says the connection itself is gone: its socket failed, or the server ended
+/// the session (shutdown, restart, an administrator's terminate: SQLSTATE class 57P, or 08 for
+/// a connection exception).
+fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        _ => false,
+    }
 }
 
 fn stored_reply(context: &PgRow) -> Result<Option<StoredReply>, DomainError> {

@@ -4,7 +4,8 @@
 //!   schema (`migrations/`), where every tenant table has row-level security enabled and forced;
 //! - [`seed`]: the demo schools every doc, demo and test relies on;
 //! - [`begin_tenant`] and [`TenantTx`]: a transaction pinned to one school; [`call`]: a tool
-//!   call's transaction, opened with everything it reads first in one round trip;
+//!   call's transaction, opened with everything it reads first in one round trip, on a
+//!   connection from a [`pool::CallPool`];
 //! - one function per use case, the same ones the tool server and the REST API call:
 //!   [`list_departments`], [`create_department`], [`rename_department`], [`list_classes`],
 //!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
@@ -44,6 +45,7 @@ pub mod inbox;
 mod lookup;
 mod marks;
 pub mod policy;
+pub mod pool;
 pub mod provision;
 pub mod seed;
 mod staff;
@@ -68,16 +70,13 @@ pub use teaching::{assign_subject_teacher, list_my_classes, list_teaching_assign
 pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};
 
 /// The pool of a service whose every database use starts with [`call::begin_call`] (the tool
-/// server): like [`app_pool`], but without sqlx's ping before each acquire — a round trip per call
-/// — because `begin_call` is the connection's first use and replaces a dead one itself.
-pub fn call_pool(settings: &rover_settings::DatabaseSettings) -> Result<sqlx::PgPool, sqlx::Error> {
-    sqlx::postgres::PgPoolOptions::new()
-        .max_connections(settings.max_connections)
-        .acquire_timeout(std::time::Duration::from_millis(
-            settings.acquire_timeout_ms,
-        ))
-        .test_before_acquire(false)
-        .connect_lazy(settings.url.expose())
+/// server): a [`pool::CallPool`], which neither checks a connection before handing it out nor as
+/// it comes back — a round trip each — because `begin_call` is the connection's first use and
+/// replaces a dead one itself, and a [`TenantTx`] gives it back only after its transaction ended.
+pub fn call_pool(
+    settings: &rover_settings::DatabaseSettings,
+) -> Result<pool::CallPool, sqlx::Error> {
+    pool::CallPool::new(settings)
 }
 
 /// The application pool a service uses: connected as the application role, lazily (a service

@@ -5,12 +5,12 @@ use std::fmt;
 
 use rover_contracts::context::{CallScope, Identity};
 use rover_contracts::ids::{SchoolId, UserId};
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Postgres, Row as _};
+use sqlx::{PgConnection, PgPool, Row as _};
 use uuid::Uuid;
 
 use crate::DomainError;
+use crate::pool::{Connections, Lease};
 
 /// A database transaction pinned to one school.
 ///
@@ -27,7 +27,7 @@ use crate::DomainError;
 /// that fails or there is no runtime). A pooled connection is never handed on mid-transaction.
 pub struct TenantTx {
     /// `None` only once the transaction has ended.
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<Lease>,
     school_id: SchoolId,
 }
 
@@ -64,7 +64,7 @@ pub async fn begin_tenant(pool: &PgPool, school_id: SchoolId) -> Result<TenantTx
         "{}; SELECT {BYPASSES_RLS} AS bypasses_rls",
         begin_sql(school_id)
     );
-    let (tx, rows) = TenantTx::open(pool, school_id, sql).await?;
+    let (tx, rows) = TenantTx::open(pool.lease().await?, school_id, sql).await?;
     let bypasses_rls = rows
         .last()
         .map(|row| row.try_get::<bool, _>("bypasses_rls"))
@@ -77,14 +77,13 @@ pub async fn begin_tenant(pool: &PgPool, school_id: SchoolId) -> Result<TenantTx
 }
 
 impl TenantTx {
-    /// Acquires a connection and runs `sql` (which must start the transaction and set the school)
-    /// as one simple-protocol query, returning every row it produced.
+    /// Runs `sql` (which must start the transaction and set the school) on `conn` as one
+    /// simple-protocol query, returning every row it produced.
     pub(crate) async fn open(
-        pool: &PgPool,
+        mut conn: Lease,
         school_id: SchoolId,
         sql: String,
     ) -> Result<(TenantTx, Vec<PgRow>), DomainError> {
-        let mut conn = pool.acquire().await?;
         let mut tx = TenantTx {
             conn: None,
             school_id,
@@ -186,7 +185,7 @@ impl Drop for TenantTx {
                 });
             }
             // No runtime to roll back on: close the connection, which ends the transaction.
-            Err(_) => drop(conn.detach()),
+            Err(_) => conn.close_without_runtime(),
         }
     }
 }

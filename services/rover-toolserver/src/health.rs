@@ -11,7 +11,7 @@ use axum::routing::get;
 #[derive(Debug, Clone)]
 pub(crate) struct Probes {
     pub(crate) broker: rover_messaging::Broker,
-    pub(crate) pool: sqlx::PgPool,
+    pub(crate) pool: rover_domain::pool::CallPool,
     pub(crate) metrics: rover_telemetry::metrics::Metrics,
 }
 
@@ -32,8 +32,19 @@ async fn ready(State(probes): State<Arc<Probes>>) -> (StatusCode, &'static str) 
     if !probes.broker.is_ready() {
         return (StatusCode::SERVICE_UNAVAILABLE, "broker unreachable");
     }
-    match sqlx::query("SELECT 1").execute(&probes.pool).await {
-        Ok(_) => (StatusCode::OK, "ready"),
+    let answered = match probes.pool.acquire().await {
+        Ok(mut conn) => {
+            let answered = sqlx::query("SELECT 1").execute(&mut *conn).await;
+            if answered.is_err() {
+                conn.close_on_drop();
+                probes.pool.discard_idle();
+            }
+            answered.map(|_| ())
+        }
+        Err(error) => Err(error),
+    };
+    match answered {
+        Ok(()) => (StatusCode::OK, "ready"),
         Err(error) => {
             tracing::warn!(%error, "readiness: database unreachable");
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")

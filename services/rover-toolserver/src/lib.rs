@@ -63,7 +63,7 @@ impl rover_service::Telemetry for Settings {
 pub struct App {
     settings: Settings,
     broker: Broker,
-    pool: sqlx::PgPool,
+    pool: rover_domain::pool::CallPool,
     topology: Topology,
     pipeline: Arc<Pipeline>,
     metrics: Metrics,

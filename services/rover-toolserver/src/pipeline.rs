@@ -26,6 +26,7 @@ use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::AuditEntry;
 use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call};
 use rover_domain::policy::{self, Refusal};
+use rover_domain::pool::CallPool;
 use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
@@ -164,7 +165,7 @@ impl Policies {
 /// Everything `execute()` needs; shared by the concurrent handlers.
 pub struct Pipeline {
     verifier: CachingVerifier,
-    pool: sqlx::PgPool,
+    pool: CallPool,
     tools: HashMap<&'static str, RpcTool>,
     policies: Policies,
     metrics: Option<ToolMetrics>,
@@ -184,7 +185,7 @@ impl Pipeline {
     pub const IDENTITY_CACHE: usize = 10_000;
 
     /// Compiles every RPC tool's argument schema once.
-    pub fn new(verifier: TurnVerifier, pool: sqlx::PgPool) -> Self {
+    pub fn new(verifier: TurnVerifier, pool: CallPool) -> Self {
         let tools = compile_tools();
         Self {
             verifier: CachingVerifier::new(verifier, Self::IDENTITY_CACHE),
@@ -445,7 +446,7 @@ impl Pipeline {
 /// a write's call-id lock, stored reply and approval, and the school's policy version with the
 /// live policy rows when it moved from `policy` (`Some(None)`: read them; `None`: no policy).
 async fn open_call(
-    pool: &sqlx::PgPool,
+    pool: &CallPool,
     call: &ToolCall,
     verified: &VerifiedTurnIdentity,
     tool: &RpcTool,
