@@ -207,10 +207,16 @@ fn stored_reply(context: &PgRow) -> Result<Option<StoredReply>, DomainError> {
 
 /// Text as a SQL expression: hex in the SQL, decoded by Postgres, so nothing a caller sent is
 /// read as SQL.
+///
+/// `COLLATE "default"`: `convert_from`'s result takes the collation of its `name` argument, `"C"`,
+/// and a PL/pgSQL function runs with the collation of its arguments — so without it every text
+/// comparison inside `rover_open_call` was a `"C"` comparison that the default-collation indexes
+/// cannot serve: each write's stored-reply lookup read the school's whole inbox, a cost that grew
+/// with every write the school had ever made.
 fn text_sql(text: &str) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     const BEFORE: &str = "convert_from(decode('";
-    const AFTER: &str = "', 'hex'), 'UTF8')";
+    const AFTER: &str = "', 'hex'), 'UTF8') COLLATE \"default\"";
     let mut sql = String::with_capacity(BEFORE.len() + 2 * text.len() + AFTER.len());
     sql.push_str(BEFORE);
     for byte in text.bytes() {
@@ -307,8 +313,11 @@ mod tests {
     fn text_becomes_hex_that_postgres_decodes() {
         assert_eq!(
             text_sql("a'é"),
-            "convert_from(decode('6127c3a9', 'hex'), 'UTF8')"
+            "convert_from(decode('6127c3a9', 'hex'), 'UTF8') COLLATE \"default\""
         );
-        assert_eq!(text_sql(""), "convert_from(decode('', 'hex'), 'UTF8')");
+        assert_eq!(
+            text_sql(""),
+            "convert_from(decode('', 'hex'), 'UTF8') COLLATE \"default\""
+        );
     }
 }

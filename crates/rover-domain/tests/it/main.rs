@@ -17,3 +17,4 @@ mod reads;
 mod rls;
 mod store;
 mod teachers;
+mod write_lookups;
