@@ -263,6 +263,22 @@ impl Lease {
         }
     }
 
+    /// Marks the connection as waiting on the server for the statement that ends its
+    /// transaction: dropped in that state (the call cancelled mid-wait), it is closed, not given
+    /// back. sqlx's pool needs no mark: its release check drains a half-read answer.
+    pub(crate) fn unsettled(&mut self) {
+        if let Lease::Call(conn) = self {
+            conn.discard = true;
+        }
+    }
+
+    /// The server answered: the transaction is over and the connection may go back.
+    pub(crate) fn settled(&mut self) {
+        if let Lease::Call(conn) = self {
+            conn.discard = false;
+        }
+    }
+
     /// Close the connection when dropped instead of giving it back.
     pub fn close_on_drop(&mut self) {
         match self {

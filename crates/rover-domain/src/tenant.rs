@@ -80,19 +80,19 @@ impl TenantTx {
     /// Runs `sql` (which must start the transaction and set the school) on `conn` as one
     /// simple-protocol query, returning every row it produced.
     pub(crate) async fn open(
-        mut conn: Lease,
+        conn: Lease,
         school_id: SchoolId,
         sql: String,
     ) -> Result<(TenantTx, Vec<PgRow>), DomainError> {
+        // The transaction owns the connection before the query is sent: if this fails half-way,
+        // or the call is dropped while it waits, the connection may be inside the transaction,
+        // and dropping `tx` rolls it back before anyone else gets it.
         let mut tx = TenantTx {
-            conn: None,
+            conn: Some(conn),
             school_id,
         };
-        // If this fails half-way the connection may be inside the transaction: `tx` owning it
-        // from here on means dropping it rolls back.
-        let rows = fetch_simple(&mut conn, &sql).await;
-        tx.conn = Some(conn);
-        Ok((tx, rows?))
+        let rows = fetch_simple(tx.connection(), &sql).await?;
+        Ok((tx, rows))
     }
 
     /// The school this transaction is pinned to.
@@ -121,12 +121,15 @@ impl TenantTx {
         let Some(mut conn) = self.conn.take() else {
             return Ok(());
         };
+        // Dropped before the server answers (the call cancelled), its state would be unknown.
+        conn.unsettled();
         if let Err(error) = fetch_simple(&mut conn, &sql).await {
             // The statement before `COMMIT` failed (the transaction is aborted, not ended) or the
             // commit did: either way this connection must not serve anyone else as it is.
             conn.close_on_drop();
             return Err(error.into());
         }
+        conn.settled();
         Ok(())
     }
 
@@ -139,11 +142,13 @@ impl TenantTx {
         let Some(mut conn) = self.conn.take() else {
             return Ok(());
         };
+        conn.unsettled();
         if let Err(error) = run_simple(&mut conn, statement).await {
             // Whatever state it is in, it must not serve anyone else.
             conn.close_on_drop();
             return Err(error.into());
         }
+        conn.settled();
         Ok(())
     }
 
@@ -179,8 +184,10 @@ impl Drop for TenantTx {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if run_simple(&mut conn, "ROLLBACK").await.is_err() {
-                        conn.close_on_drop();
+                    conn.unsettled();
+                    match run_simple(&mut conn, "ROLLBACK").await {
+                        Ok(()) => conn.settled(),
+                        Err(_) => conn.close_on_drop(),
                     }
                 });
             }

@@ -135,3 +135,50 @@ async fn the_pool_holds_no_more_than_its_connections_and_waits_a_bounded_time() 
     drop(held);
     pool.acquire().await.expect("free again");
 }
+
+#[tokio::test]
+async fn a_call_dropped_while_it_waits_leaves_no_transaction_behind() {
+    let db = TestDb::new().await;
+    let pool = pool(&db, 1);
+    let pid = backend(&pool).await;
+    {
+        let open = begin_call(&pool, db.ids.hill, read());
+        tokio::pin!(open);
+        // One poll sends the opening (`BEGIN`, the school) and waits for its answer...
+        assert!(
+            tokio::time::timeout(Duration::ZERO, &mut open)
+                .await
+                .is_err()
+        );
+        // ...which the server runs (its backend shows the query) while nobody reads the answer.
+        let mut waited = 0;
+        loop {
+            let query: String =
+                sqlx::query_scalar("SELECT query FROM pg_stat_activity WHERE pid = $1")
+                    .bind(pid)
+                    .fetch_one(&db.pool)
+                    .await
+                    .unwrap();
+            if query.starts_with("BEGIN; SELECT * FROM rover_open_call(") {
+                break;
+            }
+            waited += 1;
+            assert!(
+                waited < 500,
+                "the opening never reached the server: {query}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The call is dropped (cancelled, timed out) before the answer is read.
+    }
+    let mut conn = pool.acquire().await.expect("the connection, back");
+    let school: Option<String> =
+        sqlx::query_scalar("SELECT nullif(current_setting('app.school_id', true), '')")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        school, None,
+        "a cancelled call's transaction is not handed on"
+    );
+}
