@@ -27,6 +27,32 @@ async fn backend(pool: &CallPool) -> i32 {
         .expect("the backend answers")
 }
 
+/// The pool's next connection (its only one, with a pool of one), checked to carry nothing of an
+/// earlier call: no school set and no transaction open. Returns its backend.
+async fn handed_on_clean(pool: &CallPool, what: &str) -> i32 {
+    let mut conn = pool.acquire().await.expect("the connection, back");
+    let school: Option<String> =
+        sqlx::query_scalar("SELECT nullif(current_setting('app.school_id', true), '')")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(school, None, "{what}: its school outlived it");
+    // Outside a transaction, each statement is its own: two get two transaction ids.
+    let mut xids = Vec::new();
+    for _ in 0..2 {
+        let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        xids.push(xid);
+    }
+    assert_ne!(xids[0], xids[1], "{what}: handed on inside a transaction");
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap()
+}
+
 fn read() -> CallReads<'static> {
     CallReads {
         policy: true,
@@ -45,30 +71,7 @@ async fn a_connection_goes_back_and_is_used_again_with_its_transaction_over() {
     // before the connection is handed on — the next holder sees no school set and no transaction.
     let start = begin_call(&pool, db.ids.hill, read()).await.expect("opens");
     drop(start.tx);
-    let mut conn = pool.acquire().await.expect("the connection, back");
-    let school: Option<String> =
-        sqlx::query_scalar("SELECT nullif(current_setting('app.school_id', true), '')")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    assert_eq!(
-        school, None,
-        "the call's school did not outlive its transaction"
-    );
-    // Outside a transaction, each statement is its own: two get two transaction ids.
-    let mut xids = Vec::new();
-    for _ in 0..2 {
-        let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        xids.push(xid);
-    }
-    assert_ne!(xids[0], xids[1], "handed on outside any transaction");
-    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
+    let pid = handed_on_clean(&pool, "a dropped read's transaction").await;
     assert_eq!(pid, first, "still the one connection");
 }
 
@@ -171,14 +174,5 @@ async fn a_call_dropped_while_it_waits_leaves_no_transaction_behind() {
         }
         // The call is dropped (cancelled, timed out) before the answer is read.
     }
-    let mut conn = pool.acquire().await.expect("the connection, back");
-    let school: Option<String> =
-        sqlx::query_scalar("SELECT nullif(current_setting('app.school_id', true), '')")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    assert_eq!(
-        school, None,
-        "a cancelled call's transaction is not handed on"
-    );
+    handed_on_clean(&pool, "a cancelled call's transaction").await;
 }
