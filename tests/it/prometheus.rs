@@ -55,16 +55,7 @@ async fn scrape_all(stack: &Stack) -> Vec<(&'static str, SocketAddr, String)> {
         ("rover-worker", stack.worker_http),
         ("rover-toolserver", stack.toolserver_http),
     ] {
-        let text = stack
-            .http
-            .get(format!("http://{addr}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        scraped.push((job, addr, text));
+        scraped.push((job, addr, crate::observability::scrape(stack, addr).await));
     }
     scraped
 }
