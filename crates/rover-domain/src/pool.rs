@@ -88,7 +88,11 @@ impl CallPool {
                 Ok(Ok(permit)) => permit,
             };
         let now = Instant::now();
-        while let Some(idle) = self.idle().pop() {
+        loop {
+            // Popped before anything else runs: the lock is not held past this line.
+            let Some(idle) = self.idle().pop() else {
+                break;
+            };
             if now.duration_since(idle.born) < MAX_LIFETIME
                 && now.duration_since(idle.since) < IDLE_TIMEOUT
             {
