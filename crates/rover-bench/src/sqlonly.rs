@@ -1,6 +1,6 @@
 //! The tool hop's SQL alone, pgbench-style: exactly the statements the tool server sends for
-//! `list_departments` and `create_department` (the opening query, the domain query, the audit and
-//! inbox rows with `COMMIT`), run in process through the same kind of pool, with no broker, no
+//! `list_departments` (the opening query and the query in one round trip) and `create_department`
+//! (the opening query, the insert, the audit and inbox rows with `COMMIT`), run in process through the same kind of pool, with no broker, no
 //! pipeline and no serialisation — how far Postgres itself lets that work go on this machine.
 
 use std::sync::Arc;
@@ -61,10 +61,22 @@ impl SqlOnly {
         }
     }
 
-    /// The read's SQL: opening query (tenant, school, policy version — and the policy rows only
-    /// when it moved), the query; rolled back.
+    /// The read's SQL, as the tool server sends it: once the school's policy version is known,
+    /// the opening query and the query in one round trip (one read-only implicit transaction);
+    /// before that (the first call), or when the version moved, the opening query with the policy
+    /// rows, then the query, rolled back.
     pub(crate) async fn read(&self) -> Result<(), SqlError> {
         let (actor, scope) = &self.reader;
+        if let Some(version) = self.cached() {
+            let read = rover_domain::list_departments_in_one_trip(scope, &NoArgs::default());
+            let read =
+                rover_domain::call::read_in_one_trip(&self.pool, scope.school_id, version, read)
+                    .await
+                    .map_err(SqlError::step("reading in one round trip"))?;
+            if read.is_some() {
+                return Ok(());
+            }
+        }
         let reads = CallReads {
             policy: true,
             policy_cached: self.cached(),

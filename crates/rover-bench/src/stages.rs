@@ -1,6 +1,6 @@
 //! Where a read's time goes at c=1: the tool server's own `Pipeline` run in process on this
 //! run's database, each stage timed from the span the tool server opens for it (identity check,
-//! schema, the opening query, the permission decision, the domain query), with the call's decode
+//! schema, the permission decision, the opening query with the domain query), with the call's decode
 //! and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
 //! row's p50 less this `execute`) is the broker and the two ends' messaging: the floor's work.
 
@@ -18,16 +18,17 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::stats::{Sorted, Timing};
 use crate::world::World;
 
-/// The tool server's spans this breakdown reads, in pipeline order, with the stage they time.
-pub(crate) const STAGES: [(&str, &str); 5] = [
+/// The tool server's spans this breakdown reads, in pipeline order, with the stage they time. A
+/// read with a one-trip form (`list_departments` is one) runs its opening query and its query in
+/// one round trip once its school's policy rows are known, as in every steady-state call here.
+pub(crate) const STAGES: [(&str, &str); 4] = [
     ("rover.toolserver.identity", "verify the turn identity"),
     ("rover.toolserver.schema", "check the arguments' schema"),
-    (
-        "rover.toolserver.tenant",
-        "opening query (tenant, school, policy version)",
-    ),
     ("rover.toolserver.permission", "authorise (casbin, cached)"),
-    ("rover.toolserver.posture", "domain query"),
+    (
+        "rover.toolserver.one_trip",
+        "one round trip: opening query and domain query",
+    ),
 ];
 
 /// Every closed span's wall time, by name.

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::audit::AuditEntry;
 use crate::policy::{AuthzRow, from_rows};
-use crate::pool::Connections;
+use crate::pool::{Connections, Lease};
 use crate::tenant::bypass_refused;
 use crate::{DomainError, TenantTx};
 
@@ -179,6 +179,149 @@ pub async fn begin_call(
     })
 }
 
+/// A read whose whole database work is one query, ready to travel with the opening query in
+/// [`read_in_one_trip`]: the query's text — a call of one of the functions of migration
+/// `0041_one_trip_reads.sql`, its arguments literals (parsed UUIDs, numbers, hex) — and how to
+/// turn its rows into the answer.
+pub struct OneTripRead<T> {
+    sql: String,
+    decode: Box<dyn FnOnce(Vec<PgRow>) -> Result<T, DomainError> + Send>,
+}
+
+impl<T: 'static> OneTripRead<T> {
+    /// `sql` must hold nothing a caller sent except as literals Postgres decodes.
+    pub(crate) fn new(
+        sql: String,
+        decode: impl FnOnce(Vec<PgRow>) -> Result<T, DomainError> + Send + 'static,
+    ) -> Self {
+        Self {
+            sql,
+            decode: Box::new(decode),
+        }
+    }
+
+    /// The same read, its answer passed through `then`.
+    pub fn then<U>(
+        self,
+        then: impl FnOnce(T) -> Result<U, DomainError> + Send + 'static,
+    ) -> OneTripRead<U> {
+        let decode = self.decode;
+        OneTripRead {
+            sql: self.sql,
+            decode: Box::new(move |rows| decode(rows).and_then(then)),
+        }
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl OneTripRead<Vec<PgRow>> {
+    /// Any statement as a one-trip read, its rows as they come (tests only: `sql` is trusted).
+    pub fn statement_for_tests(sql: &str) -> Self {
+        Self::new(sql.to_owned(), Ok)
+    }
+}
+
+impl<T> std::fmt::Debug for OneTripRead<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneTripRead")
+            .field("sql", &self.sql)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs a policy-gated read in **one** round trip: `SET TRANSACTION READ ONLY`, the opening query
+/// (`rover_open_call`: the tenant, the role check, the school, the policy version) and the read's
+/// query, as one simple-protocol batch — one implicit transaction, read-only, that ends with the
+/// batch, so nothing is left to roll back and `app.school_id` is gone with it.
+///
+/// The caller has authorised the call on the policy rows of version `policy_cached`; the answer
+/// counts only if that is still the school's live version, read in the same transaction as the
+/// query. `Ok(None)` — the version moved, or the school does not exist — says: take the two-step
+/// path ([`begin_call`]), which reads the live rows (a revoked permission is refused on the very
+/// next call) or reports the missing school; the query's rows are dropped unread.
+///
+/// A connection found dead on this first use is replaced once, as in [`begin_call`].
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
+pub async fn read_in_one_trip<T>(
+    pool: &impl Connections,
+    school_id: SchoolId,
+    policy_cached: i64,
+    read: OneTripRead<T>,
+) -> Result<Option<T>, DomainError> {
+    let opening = call_sql(
+        school_id,
+        CallReads {
+            policy: true,
+            policy_cached: Some(policy_cached),
+            inbox: None,
+            approval: None,
+        },
+    );
+    let sql = format!(
+        "SET TRANSACTION READ ONLY; {}; {}",
+        opening
+            .strip_prefix("BEGIN; ")
+            .expect("the opening query starts the transaction with BEGIN"),
+        read.sql
+    );
+    let results = match one_batch(pool.lease().await?, &sql).await {
+        Err(error) if connection_lost(&error) => {
+            tracing::info!(%error, "a pooled connection was dead; reading on a new one");
+            pool.discard_idle();
+            one_batch(pool.lease().await?, &sql).await
+        }
+        results => results,
+    }?;
+    let [_set, opening, rows] = <[Vec<PgRow>; 3]>::try_from(results).map_err(|results| {
+        DomainError::Database(sqlx::Error::Protocol(format!(
+            "a one-trip read returned {} results, not 3",
+            results.len()
+        )))
+    })?;
+    let context = opening
+        .iter()
+        .find(|row| matches!(row.try_get::<Option<bool>, _>("is_policy"), Ok(None)))
+        .ok_or_else(|| {
+            DomainError::Database(sqlx::Error::Protocol(
+                "the call's opening query returned no context row".into(),
+            ))
+        })?;
+    if context.try_get::<bool, _>("bypasses_rls")? {
+        return Err(bypass_refused());
+    }
+    let live = context.try_get::<bool, _>("school_exists")?
+        && context.try_get::<i64, _>("policy_version")? == policy_cached;
+    if !live {
+        return Ok(None);
+    }
+    (read.decode)(rows).map(Some)
+}
+
+/// Runs `sql` (several statements) as one simple-protocol query on `conn` and returns each
+/// statement's rows. The connection goes back only once the server has answered the whole batch
+/// (its implicit transaction over): dropped while waiting, or on an error, it is closed.
+async fn one_batch(mut conn: Lease, sql: &str) -> Result<Vec<Vec<PgRow>>, sqlx::Error> {
+    use futures::TryStreamExt as _;
+    use sqlx::Executor as _;
+    conn.unsettled();
+    let mut results = vec![Vec::new()];
+    let mut stream = (&mut *conn).fetch_many(sql);
+    while let Some(item) = stream.try_next().await? {
+        match item {
+            sqlx::Either::Left(_) => results.push(Vec::new()),
+            sqlx::Either::Right(row) => results
+                .last_mut()
+                .expect("results always holds the current statement's rows")
+                .push(row),
+        }
+    }
+    drop(stream);
+    conn.settled();
+    // The last entry is the (empty) one opened after the last statement's completion.
+    results.pop();
+    Ok(results)
+}
+
 /// Whether `error` says the connection itself is gone: its socket failed, or the server ended
 /// the session (shutdown, restart, an administrator's terminate: SQLSTATE class 57P, or 08 for
 /// a connection exception).
@@ -228,7 +371,7 @@ fn text_sql(text: &str) -> String {
 }
 
 /// A UUID as a SQL literal (its own text form: hex digits and dashes).
-fn uuid_sql(id: Uuid) -> String {
+pub(crate) fn uuid_sql(id: Uuid) -> String {
     format!("'{id}'::uuid")
 }
 

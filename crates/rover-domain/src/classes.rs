@@ -7,6 +7,8 @@ use rover_contracts::tools::{
     StudentRef,
 };
 use sqlx::FromRow;
+
+use crate::call::{OneTripRead, uuid_sql};
 use uuid::Uuid;
 
 use crate::lookup::{class_in_scope, count, ensure_class_teacher};
@@ -36,21 +38,39 @@ pub async fn list_classes(
     _args: &NoArgs,
 ) -> Result<ClassList, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let rows: Vec<ClassSummaryRow> = sqlx::query_as(
-        "SELECT k.id, k.name, k.campus_id, c.name AS campus_name, \
-                k.class_teacher_id, u.name AS class_teacher_name, \
-                (SELECT count(*) FROM students s WHERE s.class_id = k.id) AS student_count, \
-                count(*) OVER () AS total \
-         FROM classes k \
-         JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
-         LEFT JOIN users u ON u.school_id = k.school_id AND u.id = k.class_teacher_id \
-         WHERE ($1::uuid IS NULL OR k.campus_id = $1) \
-         ORDER BY c.name, k.name, k.id LIMIT $2",
+    let rows: Vec<ClassSummaryRow> = sqlx::query_as(&format!("{LIST_CLASSES}($1, $2)"))
+        .bind(campus)
+        .bind(i64::from(MAX_LIST_ROWS))
+        .fetch_all(tx.connection())
+        .await?;
+    Ok(class_list(rows))
+}
+
+/// [`list_classes`] as a [`OneTripRead`]: the same function of migration `0041`, run with the
+/// opening query in one round trip (the campus is the scope's: the transaction's school is the
+/// scope's school).
+pub fn list_classes_in_one_trip(scope: &CallScope, _args: &NoArgs) -> OneTripRead<ClassList> {
+    let campus = scope
+        .run_mode
+        .campus()
+        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()));
+    OneTripRead::new(
+        format!("{LIST_CLASSES}({campus}, {MAX_LIST_ROWS})"),
+        |rows| {
+            let rows = rows
+                .iter()
+                .map(ClassSummaryRow::from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(class_list(rows))
+        },
     )
-    .bind(campus)
-    .bind(i64::from(MAX_LIST_ROWS))
-    .fetch_all(tx.connection())
-    .await?;
+}
+
+/// The query of [`list_classes`], less its arguments.
+const LIST_CLASSES: &str = "SELECT id, name, campus_id, campus_name, class_teacher_id, \
+     class_teacher_name, student_count, total FROM rover_list_classes";
+
+fn class_list(rows: Vec<ClassSummaryRow>) -> ClassList {
     let total = rows.first().map_or(0, |row| count(row.total));
     let classes: Vec<ClassSummary> =
         rows.into_iter()
@@ -72,11 +92,11 @@ pub async fn list_classes(
                 student_count: count(row.student_count),
             })
             .collect();
-    Ok(ClassList {
+    ClassList {
         truncated: count(classes.len()) < total,
         total,
         classes,
-    })
+    }
 }
 
 /// The students of a class, by name. Only its class teacher may see it.

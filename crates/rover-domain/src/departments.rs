@@ -6,6 +6,8 @@ use rover_contracts::tools::{
     CreateDepartmentArgs, Department, NoArgs, RenameDepartmentArgs, RenamedDepartment,
 };
 use sqlx::FromRow;
+
+use crate::call::{OneTripRead, uuid_sql};
 use uuid::Uuid;
 
 use crate::lookup::clean_text;
@@ -52,15 +54,35 @@ pub async fn list_departments(
     _args: &NoArgs,
 ) -> Result<Vec<Department>, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let rows: Vec<DepartmentRow> = sqlx::query_as(&format!(
-        "{SELECT_DEPARTMENT} WHERE ($1::uuid IS NULL OR d.campus_id IS NULL OR d.campus_id = $1) \
-         ORDER BY lower(d.name), c.name NULLS FIRST"
-    ))
-    .bind(campus)
-    .fetch_all(tx.connection())
-    .await?;
+    let rows: Vec<DepartmentRow> = sqlx::query_as(&format!("{LIST_DEPARTMENTS}($1)"))
+        .bind(campus)
+        .fetch_all(tx.connection())
+        .await?;
     Ok(rows.into_iter().map(Department::from).collect())
 }
+
+/// [`list_departments`] as a [`OneTripRead`]: the same function of migration `0041`, run with
+/// the opening query in one round trip (the campus is the scope's: the transaction's school is
+/// the scope's school).
+pub fn list_departments_in_one_trip(
+    scope: &CallScope,
+    _args: &NoArgs,
+) -> OneTripRead<Vec<Department>> {
+    let campus = scope
+        .run_mode
+        .campus()
+        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()));
+    OneTripRead::new(format!("{LIST_DEPARTMENTS}({campus})"), |rows| {
+        rows.iter()
+            .map(|row| DepartmentRow::from_row(row).map(Department::from))
+            .collect::<Result<_, _>>()
+            .map_err(DomainError::from)
+    })
+}
+
+/// The query of [`list_departments`], less its argument.
+const LIST_DEPARTMENTS: &str =
+    "SELECT id, name, campus_id, campus_name FROM rover_list_departments";
 
 /// Creates a department: school-wide in school mode, on the chat's campus in campus mode.
 /// A name already used in the same scope (ignoring case) is a [`DomainError::Conflict`], and the

@@ -58,8 +58,10 @@ pub mod testing;
 pub use attendance::record_attendance;
 pub use audit::{AuditChange, Written};
 pub use calendar::calendar;
-pub use classes::{class_roster, list_classes};
-pub use departments::{create_department, list_departments, rename_department};
+pub use classes::{class_roster, list_classes, list_classes_in_one_trip};
+pub use departments::{
+    create_department, list_departments, list_departments_in_one_trip, rename_department,
+};
 pub use error::DomainError;
 pub use marks::{class_marks, record_marks, results_summary};
 pub use provision::MIGRATOR;

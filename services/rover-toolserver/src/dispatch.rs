@@ -4,6 +4,7 @@
 use rover_contracts::context::CallScope;
 use rover_contracts::tools::{self, Tool, ToolContract};
 use rover_domain::audit::{AuditChange, Written};
+use rover_domain::call::OneTripRead;
 use rover_domain::{Actor, DomainError, TenantTx};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -85,5 +86,29 @@ pub(crate) async fn run(
         other => Err(DomainError::Invalid(format!(
             "The tool server has no handler for {other}."
         ))),
+    }
+}
+
+/// The read of `contract` as a [`OneTripRead`] — its query sent with the opening query in one
+/// round trip — if it has that form (a read whose whole work is one query); `None` for every
+/// other tool, which runs through [`run`].
+pub(crate) fn one_trip(
+    contract: &ToolContract,
+    scope: &CallScope,
+    args: Value,
+) -> Option<Result<OneTripRead<Value>, DomainError>> {
+    use rover_domain as d;
+    macro_rules! one_trip {
+        ($tool:ty, $function:path) => {{
+            Some(
+                parse::<<$tool as Tool>::Args>(contract.name, args)
+                    .map(|args| $function(scope, &args).then(|output| data(&output))),
+            )
+        }};
+    }
+    match contract.name {
+        "list_departments" => one_trip!(tools::ListDepartments, d::list_departments_in_one_trip),
+        "list_classes" => one_trip!(tools::ListClasses, d::list_classes_in_one_trip),
+        _ => None,
     }
 }

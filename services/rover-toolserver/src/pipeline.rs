@@ -15,6 +15,11 @@
 //! 7. on a successful write, commit the write, exactly one audit row and the inbox row in one
 //!    transaction; reads and failures write nothing;
 //! 8. reply with the envelope: `{"data":…,"scopeContext":"…"}` or `{"error":"…"}`.
+//!
+//! A policy-gated read whose work is one query (`dispatch::one_trip`) takes steps 3, 5 and 6 in
+//! one database round trip once its school's policy rows are known: authorised on those rows,
+//! its opening and its query sent together, its answer kept only if their version is still the
+//! live one — else it takes the steps above one by one, on the live rows.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -302,6 +307,13 @@ impl Pipeline {
         };
         let school = verified.scope().school_id;
         let known = policy.and_then(|_| self.policies.get(school));
+        if let (Some(permission), Some(known), false) = (policy, known.as_ref(), is_write)
+            && let Some(reply) = self
+                .read_in_one_trip(call, &verified, tool, permission, known)
+                .await?
+        {
+            return Ok(reply);
+        }
         let CallStart {
             mut tx,
             school_exists,
@@ -371,6 +383,46 @@ impl Pipeline {
         };
         commit_write(tx, &entry, &reply).await?;
         Ok(reply)
+    }
+
+    /// Steps 3, 5, 6 of a policy-gated read with a one-trip form ([`dispatch::one_trip`]), in one
+    /// database round trip: authorised first on the rows of the school's policy version `known`
+    /// (read by an earlier call), then the opening query and the read's query together, and the
+    /// answer kept only if that version is still the live one, read in the same transaction.
+    /// `None` — no such form, refused on those rows, the version moved, no such school — sends the
+    /// call down the two-step path, which decides on the live rows (a refusal there is the
+    /// answer; a permission revoked since `known` is refused on the very next call).
+    async fn read_in_one_trip(
+        &self,
+        call: &ToolCall,
+        verified: &VerifiedTurnIdentity,
+        tool: &RpcTool,
+        permission: rover_contracts::permission::Permission,
+        (version, rows): &(i64, Arc<PolicyRows>),
+    ) -> Result<Option<ToolReply>, Failure> {
+        let scope = verified.scope();
+        let Some(read) = dispatch::one_trip(tool.contract, scope, call.args.clone()) else {
+            return Ok(None);
+        };
+        let read = read?;
+        if self
+            .authorize(verified, permission, &rows.0, &rows.1)
+            .await
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let data =
+            rover_domain::call::read_in_one_trip(&self.pool, scope.school_id, *version, read)
+                .instrument(
+                    tracing::info_span!("rover.toolserver.one_trip", school_id = %scope.school_id),
+                )
+                .await?;
+        Ok(data.map(|data| ToolReply {
+            call_id: call.call_id.clone(),
+            outcome: ToolOutcome::Ok,
+            result: AgentToolResult::data(data, scope.describe()),
+        }))
     }
 
     /// Steps 1–2: a verified identity (cached by its exact bytes until it expires) and a call id

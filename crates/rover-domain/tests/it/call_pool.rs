@@ -29,7 +29,7 @@ async fn backend(pool: &CallPool) -> i32 {
 
 /// The pool's next connection (its only one, with a pool of one), checked to carry nothing of an
 /// earlier call: no school set and no transaction open. Returns its backend.
-async fn handed_on_clean(pool: &CallPool, what: &str) -> i32 {
+pub(crate) async fn handed_on_clean(pool: &CallPool, what: &str) -> i32 {
     let mut conn = pool.acquire().await.expect("the connection, back");
     let school: Option<String> =
         sqlx::query_scalar("SELECT nullif(current_setting('app.school_id', true), '')")

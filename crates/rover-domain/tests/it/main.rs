@@ -12,6 +12,7 @@ mod cross_tenant;
 mod departments;
 mod director;
 mod helpers;
+mod one_trip;
 mod policy_version;
 mod reads;
 mod rls;

@@ -1,0 +1,205 @@
+//! A read in one round trip (`rover_domain::call::read_in_one_trip`): the opening query and the
+//! read's query in one read-only implicit transaction. It answers with the school's own rows —
+//! exactly what the two-step path answers —, cannot write, leaves neither a school nor a
+//! transaction on the connection, and answers only while the policy version it was authorised
+//! on is still the live one (otherwise the caller takes the two-step path, which reads the live
+//! rows).
+
+use rover_contracts::context::CallScope;
+use rover_contracts::ids::SchoolId;
+use rover_contracts::tools::NoArgs;
+use rover_domain::call::{CallReads, OneTripRead, begin_call, read_in_one_trip};
+use rover_domain::pool::CallPool;
+use rover_domain::testing::TestDb;
+use rover_settings::{DatabaseSettings, Secret};
+
+use crate::call_pool::handed_on_clean;
+use crate::helpers::{campus_scope, school_scope, tenant};
+
+fn pool_of_one(db: &TestDb) -> CallPool {
+    rover_domain::call_pool(&DatabaseSettings {
+        url: Secret::new(db.app_url().to_owned()),
+        max_connections: 1,
+        acquire_timeout_ms: 2_000,
+    })
+    .expect("the URL parses")
+}
+
+/// The school's live policy version, as the two-step opening reads it.
+async fn version(pool: &CallPool, school: SchoolId) -> i64 {
+    let start = begin_call(
+        pool,
+        school,
+        CallReads {
+            policy: true,
+            ..CallReads::default()
+        },
+    )
+    .await
+    .expect("the call opens");
+    start.policy_version.expect("a version")
+}
+
+/// What the two-step path answers for `list_departments` and `list_classes` in `scope`.
+async fn two_step(db: &TestDb, scope: &CallScope) -> (serde_json::Value, serde_json::Value) {
+    let actor = db.ids.actor("admin@hill.school");
+    let mut tx = tenant(db, scope.school_id).await;
+    let departments = rover_domain::list_departments(&mut tx, &actor, scope, &NoArgs::default())
+        .await
+        .unwrap();
+    let classes = rover_domain::list_classes(&mut tx, &actor, scope, &NoArgs::default())
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    (
+        serde_json::to_value(departments).unwrap(),
+        serde_json::to_value(classes).unwrap(),
+    )
+}
+
+/// What the one-trip path answers for both, on `pool`.
+async fn one_trip(
+    pool: &CallPool,
+    scope: &CallScope,
+    version: i64,
+) -> (serde_json::Value, serde_json::Value) {
+    let args = NoArgs::default();
+    let departments = read_in_one_trip(
+        pool,
+        scope.school_id,
+        version,
+        rover_domain::list_departments_in_one_trip(scope, &args),
+    )
+    .await
+    .expect("the read runs")
+    .expect("the version is the live one");
+    let classes = read_in_one_trip(
+        pool,
+        scope.school_id,
+        version,
+        rover_domain::list_classes_in_one_trip(scope, &args),
+    )
+    .await
+    .expect("the read runs")
+    .expect("the version is the live one");
+    (
+        serde_json::to_value(departments).unwrap(),
+        serde_json::to_value(classes).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn it_answers_what_the_two_step_path_answers_each_school_its_own_and_leaves_nothing_behind() {
+    let db = TestDb::new().await;
+    let pool = pool_of_one(&db);
+    let scopes = [
+        school_scope(db.ids.hill),
+        campus_scope(&db, "Kololo"),
+        school_scope(db.ids.lakeside),
+    ];
+    let mut seen = Vec::new();
+    for scope in &scopes {
+        let live = version(&pool, scope.school_id).await;
+        let answer = one_trip(&pool, scope, live).await;
+        assert_eq!(answer, two_step(&db, scope).await, "{scope:?}");
+        assert!(
+            answer.0.as_array().is_some_and(|a| !a.is_empty()),
+            "{scope:?}: departments listed"
+        );
+        handed_on_clean(&pool, "a one-trip read").await;
+        seen.push(answer);
+    }
+    // One connection served both schools in turn; neither saw the other's rows.
+    assert_ne!(
+        seen[0].0, seen[2].0,
+        "Hill's departments are not Lakeside's"
+    );
+    let ids = |answer: &serde_json::Value| -> Vec<String> {
+        answer
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (hill, lakeside) = (ids(&seen[0].0), ids(&seen[2].0));
+    assert!(hill.iter().all(|id| !lakeside.contains(id)));
+}
+
+#[tokio::test]
+async fn it_cannot_write() {
+    let db = TestDb::new().await;
+    let pool = pool_of_one(&db);
+    let hill = db.ids.hill;
+    let live = version(&pool, hill).await;
+    let write = OneTripRead::statement_for_tests(&format!(
+        "WITH d AS (INSERT INTO departments (school_id, name) VALUES ('{}', 'Written by a read') \
+         RETURNING id) SELECT id FROM d",
+        hill.as_uuid()
+    ));
+    let error = read_in_one_trip(&pool, hill, live, write)
+        .await
+        .expect_err("a read-only transaction refuses the insert");
+    let code = match &error {
+        rover_domain::DomainError::Database(sqlx::Error::Database(db)) => db.code(),
+        _ => None,
+    };
+    // 25006: read_only_sql_transaction.
+    assert_eq!(code.as_deref(), Some("25006"), "{error:?}");
+    let mut tx = tenant(&db, hill).await;
+    let written: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM departments WHERE name = 'Written by a read'")
+            .fetch_one(tx.connection())
+            .await
+            .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(written, 0);
+    handed_on_clean(&pool, "a refused one-trip read").await;
+}
+
+#[tokio::test]
+async fn a_moved_version_or_a_school_that_does_not_exist_gets_no_answer() {
+    let db = TestDb::new().await;
+    let pool = pool_of_one(&db);
+    let hill = school_scope(db.ids.hill);
+    let live = version(&pool, hill.school_id).await;
+    let read = || rover_domain::list_departments_in_one_trip(&hill, &NoArgs::default());
+    assert!(
+        read_in_one_trip(&pool, hill.school_id, live, read())
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // A grant revoked after the caller read the rows: the version it was authorised on is no
+    // longer the live one, and the read does not answer (the caller reads the live rows).
+    let mut tx = tenant(&db, hill.school_id).await;
+    sqlx::query("DELETE FROM authz_policies WHERE action = 'read' AND subject = 'Department'")
+        .execute(tx.connection())
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        read_in_one_trip(&pool, hill.school_id, live, read())
+            .await
+            .unwrap(),
+        None,
+        "authorised on a version that moved"
+    );
+
+    let nowhere = SchoolId::from_uuid(uuid::Uuid::new_v4());
+    let elsewhere = school_scope(nowhere);
+    assert_eq!(
+        read_in_one_trip(
+            &pool,
+            nowhere,
+            0,
+            rover_domain::list_departments_in_one_trip(&elsewhere, &NoArgs::default()),
+        )
+        .await
+        .unwrap(),
+        None,
+        "no such school"
+    );
+    handed_on_clean(&pool, "after the refusals").await;
+}
