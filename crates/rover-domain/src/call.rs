@@ -5,7 +5,8 @@
 //! round trip; [`commit_write`] records the audit row and the inbox row and commits in another.
 //! So a read is two round trips before its answer (this and the query), and a write three (this,
 //! the write, [`commit_write`]). Both run PL/pgSQL functions (migration `0039_call_functions.sql`)
-//! whose statements Postgres plans once per connection.
+//! whose statements Postgres plans once per connection. A read whose whole work is one query
+//! ([`OneTripRead`]) can take one: [`read_in_one_trip`] sends the opening and the query together.
 
 use rover_authz::{PolicyRow, RoleAssignment};
 use rover_contracts::ids::{SchoolId, ThreadId, ToolCallId, TurnId, UserId};
