@@ -376,6 +376,14 @@ pub(crate) fn uuid_sql(id: Uuid) -> String {
     format!("'{id}'::uuid")
 }
 
+/// The scope's campus as a SQL literal (`NULL` in school mode), for a one-trip read's arguments.
+pub(crate) fn campus_sql(scope: &rover_contracts::context::CallScope) -> String {
+    scope
+        .run_mode
+        .campus()
+        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()))
+}
+
 /// `Some(text)` as a SQL expression, `None` as `NULL`.
 fn text_or_null(text: Option<&str>) -> String {
     text.map_or_else(|| "NULL".to_owned(), text_sql)

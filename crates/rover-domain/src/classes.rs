@@ -8,7 +8,7 @@ use rover_contracts::tools::{
 };
 use sqlx::FromRow;
 
-use crate::call::{OneTripRead, uuid_sql};
+use crate::call::{OneTripRead, campus_sql};
 use uuid::Uuid;
 
 use crate::lookup::{class_in_scope, count, ensure_class_teacher};
@@ -50,10 +50,7 @@ pub async fn list_classes(
 /// opening query in one round trip (the campus is the scope's: the transaction's school is the
 /// scope's school).
 pub fn list_classes_in_one_trip(scope: &CallScope, _args: &NoArgs) -> OneTripRead<ClassList> {
-    let campus = scope
-        .run_mode
-        .campus()
-        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()));
+    let campus = campus_sql(scope);
     OneTripRead::new(
         format!("{LIST_CLASSES}({campus}, {MAX_LIST_ROWS})"),
         |rows| {

@@ -7,7 +7,7 @@ use rover_contracts::tools::{
 };
 use sqlx::FromRow;
 
-use crate::call::{OneTripRead, uuid_sql};
+use crate::call::{OneTripRead, campus_sql};
 use uuid::Uuid;
 
 use crate::lookup::clean_text;
@@ -68,10 +68,7 @@ pub fn list_departments_in_one_trip(
     scope: &CallScope,
     _args: &NoArgs,
 ) -> OneTripRead<Vec<Department>> {
-    let campus = scope
-        .run_mode
-        .campus()
-        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()));
+    let campus = campus_sql(scope);
     OneTripRead::new(format!("{LIST_DEPARTMENTS}({campus})"), |rows| {
         rows.iter()
             .map(|row| DepartmentRow::from_row(row).map(Department::from))
