@@ -1,7 +1,8 @@
 //! The tool hop's SQL alone, pgbench-style: exactly the statements the tool server sends for
 //! `list_departments` (the opening query and the query in one round trip) and `create_department`
-//! (the opening query, the insert, the audit and inbox rows with `COMMIT`), run in process through the same kind of pool, with no broker, no
-//! pipeline and no serialisation — how far Postgres itself lets that work go on this machine.
+//! (the opening query, the insert, the audit and inbox rows with `COMMIT`), run in process through
+//! the same kind of pool, with no broker, no pipeline and no serialisation — how far Postgres
+//! itself lets that work go on this machine.
 
 use std::sync::Arc;
 

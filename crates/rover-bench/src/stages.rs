@@ -1,7 +1,7 @@
 //! Where a read's time goes at c=1: the tool server's own `Pipeline` run in process on this
 //! run's database, each stage timed from the span the tool server opens for it (identity check,
-//! schema, the permission decision, the opening query with the domain query), with the call's decode
-//! and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
+//! schema, the permission decision, the opening query with the domain query), with the call's
+//! decode and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
 //! row's p50 less this `execute`) is the broker and the two ends' messaging: the floor's work.
 
 use std::collections::HashMap;

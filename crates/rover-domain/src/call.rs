@@ -249,7 +249,7 @@ pub async fn read_in_one_trip<T>(
     policy_cached: i64,
     read: OneTripRead<T>,
 ) -> Result<Option<T>, DomainError> {
-    let opening = call_sql(
+    let opening = opening_sql(
         school_id,
         CallReads {
             policy: true,
@@ -258,13 +258,7 @@ pub async fn read_in_one_trip<T>(
             approval: None,
         },
     );
-    let sql = format!(
-        "SET TRANSACTION READ ONLY; {}; {}",
-        opening
-            .strip_prefix("BEGIN; ")
-            .expect("the opening query starts the transaction with BEGIN"),
-        read.sql
-    );
+    let sql = format!("SET TRANSACTION READ ONLY; {opening}; {}", read.sql);
     let results = match one_batch(pool.lease().await?, &sql).await {
         Err(error) if connection_lost(&error) => {
             tracing::info!(%error, "a pooled connection was dead; reading on a new one");
@@ -389,8 +383,13 @@ fn text_or_null(text: Option<&str>) -> String {
     text.map_or_else(|| "NULL".to_owned(), text_sql)
 }
 
-/// `BEGIN` and the call to `rover_open_call`, its arguments in the function's order.
+/// `BEGIN` and the call to `rover_open_call`.
 fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
+    format!("BEGIN; {}", opening_sql(school_id, reads))
+}
+
+/// The call to `rover_open_call`, its arguments in the function's order.
+fn opening_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
     let approval = reads.approval.as_ref();
     let uuid_or_null = |id: Option<Uuid>| id.map_or_else(|| "NULL".to_owned(), uuid_sql);
     let arguments = [
@@ -410,10 +409,7 @@ fn call_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
             |a| format!("({})::jsonb", text_sql(&a.input.to_string())),
         ),
     ];
-    format!(
-        "BEGIN; SELECT * FROM rover_open_call({})",
-        arguments.join(", ")
-    )
+    format!("SELECT * FROM rover_open_call({})", arguments.join(", "))
 }
 
 /// Commits a successful write with its audit row and its inbox row (the reply, the event and the

@@ -7,10 +7,9 @@ use rover_contracts::tools::{
     StudentRef,
 };
 use sqlx::FromRow;
-
-use crate::call::{OneTripRead, campus_sql};
 use uuid::Uuid;
 
+use crate::call::{OneTripRead, campus_sql};
 use crate::lookup::{class_in_scope, count, ensure_class_teacher};
 use crate::tenant::campus_of;
 use crate::{Actor, DomainError, TenantTx};

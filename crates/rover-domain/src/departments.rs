@@ -6,10 +6,9 @@ use rover_contracts::tools::{
     CreateDepartmentArgs, Department, NoArgs, RenameDepartmentArgs, RenamedDepartment,
 };
 use sqlx::FromRow;
-
-use crate::call::{OneTripRead, campus_sql};
 use uuid::Uuid;
 
+use crate::call::{OneTripRead, campus_sql};
 use crate::lookup::clean_text;
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
