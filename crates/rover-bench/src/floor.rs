@@ -54,22 +54,53 @@ impl std::fmt::Debug for Floor {
 impl Floor {
     /// Starts the echo server on its own connection and opens the client's; every request body is
     /// `body_len` bytes.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "a bare lapin echo server and client, set up in the order AMQP needs"
-    )]
     pub(crate) async fn start(url: &str, kind: QueueKind, body_len: usize) -> anyhow::Result<Self> {
+        let queue = match kind {
+            QueueKind::Classic => "bench.echo.classic",
+            QueueKind::Quorum => "bench.echo.quorum",
+        };
+        Self::open(url, kind, queue, body_len, true).await
+    }
+
+    /// The floor's client on a classic queue of its own that nothing answers yet: for Rover's own
+    /// RPC server to serve (the *messaging* rows).
+    pub(crate) async fn unserved(url: &str, body_len: usize) -> anyhow::Result<Self> {
+        Self::open(
+            url,
+            QueueKind::Classic,
+            "bench.echo.unserved",
+            body_len,
+            false,
+        )
+        .await
+    }
+
+    /// The queue the echo requests go to.
+    pub(crate) fn queue(&self) -> &str {
+        self.queue.as_str()
+    }
+
+    /// A request body as [`Floor::call`] sends it.
+    pub(crate) fn body(&self) -> Vec<u8> {
+        self.body.clone()
+    }
+
+    /// Connects the server's and the client's connections, declares the queue, starts the bare
+    /// echo server on it when `echo`, and the client's reply consumer.
+    async fn open(
+        url: &str,
+        kind: QueueKind,
+        queue: &str,
+        body_len: usize,
+        echo: bool,
+    ) -> anyhow::Result<Self> {
         let server = Connection::connect(url, ConnectionProperties::default())
             .await
             .context("Failed to connect the echo server")?;
         let client = Connection::connect(url, ConnectionProperties::default())
             .await
             .context("Failed to connect the echo client")?;
-        let queue: ShortString = match kind {
-            QueueKind::Classic => "bench.echo.classic",
-            QueueKind::Quorum => "bench.echo.quorum",
-        }
-        .into();
+        let queue: ShortString = queue.into();
 
         let serving = server.create_channel().await?;
         serving.basic_qos(256, BasicQosOptions::default()).await?;
@@ -88,38 +119,9 @@ impl Floor {
             .queue_declare(queue.clone(), options, arguments)
             .await
             .context("Failed to declare the echo queue")?;
-        let mut requests = serving
-            .basic_consume(
-                queue.clone(),
-                "".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
-        tokio::spawn(async move {
-            while let Some(Ok(request)) = requests.next().await {
-                let channel = serving.clone();
-                tokio::spawn(async move {
-                    let Some(reply_to) = request.properties.reply_to().clone() else {
-                        return;
-                    };
-                    let mut properties = BasicProperties::default();
-                    if let Some(id) = request.properties.correlation_id().clone() {
-                        properties = properties.with_correlation_id(id);
-                    }
-                    let _ = channel
-                        .basic_publish(
-                            "".into(),
-                            reply_to,
-                            BasicPublishOptions::default(),
-                            &request.data,
-                            properties,
-                        )
-                        .await;
-                    let _ = request.acker.ack(BasicAckOptions::default()).await;
-                });
-            }
-        });
+        if echo {
+            Self::echo(&serving, &queue).await?;
+        }
 
         let channel = client.create_channel().await?;
         let mut replies = channel
@@ -158,6 +160,44 @@ impl Floor {
             next: AtomicU64::new(0),
             body: vec![b'x'; body_len],
         })
+    }
+
+    /// The bare echo server: each request's body published back to its `reply_to`, then acked.
+    async fn echo(serving: &Channel, queue: &ShortString) -> anyhow::Result<()> {
+        let mut requests = serving
+            .basic_consume(
+                queue.clone(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let serving = serving.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(request)) = requests.next().await {
+                let channel = serving.clone();
+                tokio::spawn(async move {
+                    let Some(reply_to) = request.properties.reply_to().clone() else {
+                        return;
+                    };
+                    let mut properties = BasicProperties::default();
+                    if let Some(id) = request.properties.correlation_id().clone() {
+                        properties = properties.with_correlation_id(id);
+                    }
+                    let _ = channel
+                        .basic_publish(
+                            "".into(),
+                            reply_to,
+                            BasicPublishOptions::default(),
+                            &request.data,
+                            properties,
+                        )
+                        .await;
+                    let _ = request.acker.ack(BasicAckOptions::default()).await;
+                });
+            }
+        });
+        Ok(())
     }
 
     /// One round trip: publish the padded body, wait for its echo.

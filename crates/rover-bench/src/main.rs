@@ -85,7 +85,8 @@ struct Cli {
 enum Section {
     /// RabbitMQ's own RPC round trip (bare lapin echo over Direct Reply-to).
     Floor,
-    /// Rover's RPC client → rover-toolserver → Postgres → reply.
+    /// Rover's RPC client → rover-toolserver → Postgres → reply; then the read's stages and the
+    /// messaging halves (Rover's RPC client and server each against the floor's bare ones).
     ToolHop,
     /// Building a turn's agent from its runtime context, in process.
     AgentBuild,
@@ -152,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
 
     if wants(Section::ToolHop) {
         rows.extend(tool_hop(&world, timing, &floors).await?);
+        rows.extend(messaging_halves(&world, timing, payload).await?);
     }
 
     if wants(Section::Approval) {
@@ -254,6 +256,79 @@ async fn main() -> anyhow::Result<()> {
     let path = report.write(&cli.out, &started_at.format("%Y%m%dT%H%M%SZ").to_string())?;
     println!("written: {} (and latest.json)", path.display());
     Ok(())
+}
+
+/// Where the hop's messaging time goes: the floor's echo with Rover's RPC client on the calling
+/// side, with Rover's RPC server (`serve_rpc`, an empty handler) on the answering side, and with
+/// both — the same queue kind and body as the floor, no tool work. Informational rows.
+async fn messaging_halves(
+    world: &World,
+    timing: Timing,
+    payload: usize,
+) -> anyhow::Result<Vec<Row>> {
+    use rover_messaging::{Broker, BrokerOptions, ConsumerOptions, RpcOptions};
+    let url = world.vhost.url();
+    let broker = Broker::connect(BrokerOptions::new(url.clone())).await?;
+    let rpc = broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(30),
+        attempts: 1,
+    });
+    let bare = Floor::start(&url, QueueKind::Classic, payload).await?;
+    let unserved = Floor::unserved(&url, payload).await?;
+    let server = Broker::connect(BrokerOptions::new(url.clone())).await?;
+    let serving = server
+        .serve_rpc(
+            unserved.queue(),
+            ConsumerOptions {
+                prefetch: toolhop::TOOLSERVER_PREFETCH.parse()?,
+                consumer_tag: String::new(),
+            },
+            |request| Some(async move { request.body }),
+        )
+        .await?;
+    let bare = Arc::new(bare);
+    let unserved = Arc::new(unserved);
+    let mut rows = Vec::new();
+    for c in [1, 64] {
+        let cases: [(&str, &str); 3] = [
+            ("Rover's RPC client → bare echo server", "client"),
+            ("bare client → Rover's RPC server (echo)", "server"),
+            ("Rover's RPC client → Rover's RPC server (echo)", "both"),
+        ];
+        for (label, which) in cases {
+            eprintln!("rover-bench: messaging, {label} at c={c}…");
+            let (rpc, bare, unserved) = (rpc.clone(), bare.clone(), unserved.clone());
+            let run = drive(c, timing, move |n| {
+                let (rpc, bare, unserved) = (rpc.clone(), bare.clone(), unserved.clone());
+                async move {
+                    let call = |queue: String, body: Vec<u8>| async move {
+                        let id = format!("bench-{n}-{}", uuid::Uuid::new_v4().simple());
+                        rpc.call("", &queue, &id, body)
+                            .await
+                            .map(drop)
+                            .map_err(|e| e.to_string())
+                    };
+                    match which {
+                        "client" => call(bare.queue().to_owned(), bare.body()).await,
+                        "server" => unserved.call().await.map_err(|e| e.to_string()),
+                        _ => call(unserved.queue().to_owned(), unserved.body()).await,
+                    }
+                }
+            })
+            .await;
+            let latencies = run.latencies();
+            rows.push(measured(Row::new("messaging", label, c), &run, &latencies));
+        }
+    }
+    serving.shutdown().await;
+    server.close().await;
+    broker.close().await;
+    for floor in [bare, unserved] {
+        if let Ok(floor) = Arc::try_unwrap(floor) {
+            floor.stop().await;
+        }
+    }
+    Ok(rows)
 }
 
 /// The approved write's gate at c=1 and c=64; at c=1 its goal is to cost no more than the one
