@@ -258,6 +258,14 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Which ends of a *messaging* row are Rover's.
+#[derive(Debug, Clone, Copy)]
+enum Ends {
+    RoverClient,
+    RoverServer,
+    Both,
+}
+
 /// Where the hop's messaging time goes: the floor's echo with Rover's RPC client on the calling
 /// side, with Rover's RPC server (`serve_rpc`, an empty handler) on the answering side, and with
 /// both — the same queue kind and body as the floor, no tool work. Informational rows.
@@ -290,12 +298,12 @@ async fn messaging_halves(
     let unserved = Arc::new(unserved);
     let mut rows = Vec::new();
     for c in [1, 64] {
-        let cases: [(&str, &str); 3] = [
-            ("Rover's RPC client → bare echo server", "client"),
-            ("bare client → Rover's RPC server (echo)", "server"),
-            ("Rover's RPC client → Rover's RPC server (echo)", "both"),
+        let cases = [
+            ("Rover's RPC client → bare echo server", Ends::RoverClient),
+            ("bare client → Rover's RPC server (echo)", Ends::RoverServer),
+            ("Rover's RPC client → Rover's RPC server (echo)", Ends::Both),
         ];
-        for (label, which) in cases {
+        for (label, ends) in cases {
             eprintln!("rover-bench: messaging, {label} at c={c}…");
             let (rpc, bare, unserved) = (rpc.clone(), bare.clone(), unserved.clone());
             let run = drive(c, timing, move |n| {
@@ -308,10 +316,10 @@ async fn messaging_halves(
                             .map(drop)
                             .map_err(|e| e.to_string())
                     };
-                    match which {
-                        "client" => call(bare.queue().to_owned(), bare.body()).await,
-                        "server" => unserved.call().await.map_err(|e| e.to_string()),
-                        _ => call(unserved.queue().to_owned(), unserved.body()).await,
+                    match ends {
+                        Ends::RoverClient => call(bare.queue().to_owned(), bare.body()).await,
+                        Ends::RoverServer => unserved.call().await.map_err(|e| e.to_string()),
+                        Ends::Both => call(unserved.queue().to_owned(), unserved.body()).await,
                     }
                 }
             })
