@@ -640,8 +640,10 @@ fn hop_goal(row: Row, write: bool, c: usize, floor: (f64, f64), sql: (f64, f64))
     }
 }
 
-/// Where a read's time goes at c=1: each stage's p50/p99 in process, and what the hop adds
-/// beyond `execute()` (its p50 less `execute()`'s: the broker and both ends' messaging).
+/// Where a read's time goes at c=1: each stage's p50/p99 in process, back to back and paced
+/// as the hop paces the tool server (a pause after each call as long as the hop's read p50 less
+/// the back-to-back `execute()`), and what the hop adds beyond the paced `execute()` (the broker
+/// and both ends' messaging).
 async fn read_stage_rows(
     world: &World,
     timing: Timing,
@@ -649,31 +651,53 @@ async fn read_stage_rows(
 ) -> anyhow::Result<Vec<Row>> {
     eprintln!("rover-bench: a read's stages, in process at c=1…");
     let calls = toolhop::read_calls(world).await?;
-    let stages = stages::read_stages(world, timing, calls).await?;
+    let stages = stages::read_stages(world, timing, Duration::ZERO, calls).await?;
+    let (mut rows, execute_p50) = stage_rows("read stages", stages);
+    let (Some(hop), Some(execute)) = (hop_read_p50, execute_p50) else {
+        return Ok(rows);
+    };
+    let pause = Duration::from_secs_f64((hop - execute).max(0.0) / 1e3);
+    eprintln!(
+        "rover-bench: a read's stages, in process at c=1, paced (≥ {:.3} ms idle after each call)…",
+        pause.as_secs_f64() * 1e3
+    );
+    let calls = toolhop::read_calls(world).await?;
+    let stages = stages::read_stages(world, timing, pause, calls).await?;
+    let (paced, paced_execute) = stage_rows("read stages, paced", stages);
+    rows.extend(paced);
+    if let Some(paced_execute) = paced_execute {
+        let mut row = Row::new(
+            "read stages",
+            "broker and messaging (hop p50 − paced execute p50)",
+            1,
+        );
+        row.p50_ms = hop - paced_execute;
+        rows.push(row.note(format!(
+            "the tool-hop read row's p50 less execute()'s when paced as in the hop (back to back, \
+             execute() p50 is {execute:.3} ms): consume, acknowledgement, reply publish, the caller's wake"
+        )));
+    }
+    Ok(rows)
+}
+
+/// A stage breakdown as rows of `section`, with `execute()`'s p50.
+fn stage_rows(section: &'static str, stages: Vec<stages::Stage>) -> (Vec<Row>, Option<f64>) {
     let mut rows = Vec::new();
     let mut execute_p50 = None;
     for stage in stages {
-        let mut row = Row::new("read stages", stage.name.clone(), 1);
+        let mut row = Row::new(section, stage.name.clone(), 1);
         row.n = stage.times.len();
         row.p50_ms = stage.times.ms(0.5);
         row.p99_ms = stage.times.ms(0.99);
         if stage.name == "execute() whole" {
             execute_p50 = Some(row.p50_ms);
         }
+        if stage.name == stages::PAUSE {
+            row = row.note("the paced run's pause after each call, as slept");
+        }
         rows.push(row);
     }
-    if let (Some(hop), Some(execute)) = (hop_read_p50, execute_p50) {
-        let mut row = Row::new(
-            "read stages",
-            "broker and messaging (hop p50 − execute p50)",
-            1,
-        );
-        row.p50_ms = hop - execute;
-        rows.push(row.note(
-            "the tool-hop read row's p50 less execute()'s: consume, reply publish, the caller's wake",
-        ));
-    }
-    Ok(rows)
+    (rows, execute_p50)
 }
 
 fn git_commit() -> Option<String> {

@@ -3,6 +3,11 @@
 //! schema, the permission decision, the opening query with the domain query), with the call's
 //! decode and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
 //! row's p50 less this `execute`) is the broker and the two ends' messaging: the floor's work.
+//!
+//! Run twice: back to back, and *paced* — with a pause after each call as long as the rest of
+//! the hop, so the threads and the Postgres backend go idle between calls as the tool server's
+//! do at c=1. On a virtual machine whose idle CPUs halt, the paced round trip is the one the hop
+//! pays.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +35,9 @@ pub(crate) const STAGES: [(&str, &str); 4] = [
         "one round trip: opening query and domain query",
     ),
 ];
+
+/// The paced run's idle time after each call (not part of the call).
+pub(crate) const PAUSE: &str = "idle between calls (not a stage)";
 
 /// Every closed span's wall time, by name.
 #[derive(Clone, Default)]
@@ -67,11 +75,13 @@ pub(crate) struct Stage {
     pub(crate) times: Sorted,
 }
 
-/// Runs `make_call`'s reads through an in-process `Pipeline` for `timing` (one at a time) and
-/// returns each stage's times: decode, the spans in [`STAGES`], encode, and `execute` whole.
+/// Runs `make_call`'s reads through an in-process `Pipeline` for `timing` (one at a time, with
+/// `pause` after each) and returns each stage's times: decode, the spans in [`STAGES`], encode,
+/// and `execute` whole.
 pub(crate) async fn read_stages(
     world: &World,
     timing: Timing,
+    pause: Duration,
     make_call: impl Fn() -> ToolCall,
 ) -> anyhow::Result<Vec<Stage>> {
     let pool = rover_domain::call_pool(&DatabaseSettings {
@@ -83,7 +93,7 @@ pub(crate) async fn read_stages(
     let spans = SpanTimes::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
     let dispatch = tracing::Dispatch::new(subscriber);
-    let (mut decode, mut encode, mut execute) = (Vec::new(), Vec::new(), Vec::new());
+    let mut times = Times::default();
     let run = async {
         let warm_until = Instant::now() + timing.warmup;
         let until = warm_until + timing.duration;
@@ -96,17 +106,15 @@ pub(crate) async fn read_stages(
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clear();
-                decode.clear();
-                encode.clear();
-                execute.clear();
+                times = Times::default();
             }
             let body = wire::encode(&make_call());
             let started = Instant::now();
             let call: ToolCall = wire::decode(&body)?;
-            decode.push(started.elapsed());
+            times.decode.push(started.elapsed());
             let started = Instant::now();
             let reply = pipeline.execute(call, None).await;
-            execute.push(started.elapsed());
+            times.execute.push(started.elapsed());
             anyhow::ensure!(
                 reply.outcome == ToolOutcome::Ok,
                 "the read failed: {:?}",
@@ -114,34 +122,54 @@ pub(crate) async fn read_stages(
             );
             let started = Instant::now();
             std::hint::black_box(wire::encode(&reply));
-            encode.push(started.elapsed());
+            times.encode.push(started.elapsed());
+            if !pause.is_zero() {
+                // A thread sleep, not tokio's timer (which rounds up to its millisecond tick):
+                // the runtime's thread idles for the pause, as the tool server's do in the hop.
+                let started = Instant::now();
+                std::thread::sleep(pause);
+                times.paused.push(started.elapsed());
+            }
         }
         Ok::<_, anyhow::Error>(())
     };
     run.with_subscriber(dispatch).await?;
-    let mut by_span = std::mem::take(
+    let by_span = std::mem::take(
         &mut *spans
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    let mut stages = vec![Stage {
-        name: "decode the call".to_owned(),
-        times: Sorted::new(decode),
-    }];
-    for (span, stage) in STAGES {
-        stages.push(Stage {
-            name: stage.to_owned(),
-            times: Sorted::new(by_span.remove(span).unwrap_or_default()),
-        });
+    Ok(times.into_stages(by_span))
+}
+
+/// What the loop times around the spans.
+#[derive(Default)]
+struct Times {
+    decode: Vec<Duration>,
+    encode: Vec<Duration>,
+    execute: Vec<Duration>,
+    paused: Vec<Duration>,
+}
+
+impl Times {
+    /// The stages in pipeline order: decode, the spans in [`STAGES`], encode, `execute` whole,
+    /// and the pause when there was one.
+    fn into_stages(self, mut by_span: HashMap<&'static str, Vec<Duration>>) -> Vec<Stage> {
+        let stage = |name: &str, times: Vec<Duration>| Stage {
+            name: name.to_owned(),
+            times: Sorted::new(times),
+        };
+        let mut stages = vec![stage("decode the call", self.decode)];
+        for (span, name) in STAGES {
+            stages.push(stage(name, by_span.remove(span).unwrap_or_default()));
+        }
+        stages.push(stage("encode the reply", self.encode));
+        stages.push(stage("execute() whole", self.execute));
+        if !self.paused.is_empty() {
+            // The pause as slept (a thread sleep overshoots by the kernel's timer slack).
+            stages.push(stage(PAUSE, self.paused));
+        }
+        stages
     }
-    stages.push(Stage {
-        name: "encode the reply".to_owned(),
-        times: Sorted::new(encode),
-    });
-    stages.push(Stage {
-        name: "execute() whole".to_owned(),
-        times: Sorted::new(execute),
-    });
-    Ok(stages)
 }
