@@ -85,8 +85,9 @@ struct Cli {
 enum Section {
     /// RabbitMQ's own RPC round trip (bare lapin echo over Direct Reply-to).
     Floor,
-    /// Rover's RPC client → rover-toolserver → Postgres → reply; then the read's stages and the
-    /// messaging halves (Rover's RPC client and server each against the floor's bare ones).
+    /// Rover's RPC client → rover-toolserver → Postgres → reply; then the read's stages (back to
+    /// back, and paced as the hop paces the tool server) and the messaging halves (Rover's RPC
+    /// client and server each against the floor's bare ones).
     ToolHop,
     /// Building a turn's agent from its runtime context, in process.
     AgentBuild,

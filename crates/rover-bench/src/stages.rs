@@ -1,13 +1,13 @@
 //! Where a read's time goes at c=1: the tool server's own `Pipeline` run in process on this
 //! run's database, each stage timed from the span the tool server opens for it (identity check,
 //! schema, the permission decision, the opening query with the domain query), with the call's
-//! decode and the reply's encode timed around it. What the hop takes beyond all of that (the tool-hop
-//! row's p50 less this `execute`) is the broker and the two ends' messaging: the floor's work.
+//! decode and the reply's encode timed around it.
 //!
 //! Run twice: back to back, and *paced* — with a pause after each call as long as the rest of
 //! the hop, so the threads and the Postgres backend go idle between calls as the tool server's
 //! do at c=1. On a virtual machine whose idle CPUs halt, the paced round trip is the one the hop
-//! pays.
+//! pays. What the hop takes beyond the paced `execute` (the tool-hop row's p50 less it) is the
+//! broker and the two ends' messaging.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
