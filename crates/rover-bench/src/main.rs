@@ -690,7 +690,7 @@ fn stage_rows(section: &'static str, stages: Vec<stages::Stage>) -> (Vec<Row>, O
         row.n = stage.times.len();
         row.p50_ms = stage.times.ms(0.5);
         row.p99_ms = stage.times.ms(0.99);
-        if stage.name == "execute() whole" {
+        if stage.name == stages::EXECUTE {
             execute_p50 = Some(row.p50_ms);
         }
         if stage.name == stages::PAUSE {

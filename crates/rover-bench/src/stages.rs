@@ -36,6 +36,9 @@ pub(crate) const STAGES: [(&str, &str); 4] = [
     ),
 ];
 
+/// The stage that is `execute()` whole, the one the hop is compared with.
+pub(crate) const EXECUTE: &str = "execute() whole";
+
 /// The paced run's idle time after each call (not part of the call).
 pub(crate) const PAUSE: &str = "idle between calls (not a stage)";
 
@@ -165,7 +168,7 @@ impl Times {
             stages.push(stage(name, by_span.remove(span).unwrap_or_default()));
         }
         stages.push(stage("encode the reply", self.encode));
-        stages.push(stage("execute() whole", self.execute));
+        stages.push(stage(EXECUTE, self.execute));
         if !self.paused.is_empty() {
             // The pause as slept (a thread sleep overshoots by the kernel's timer slack).
             stages.push(stage(PAUSE, self.paused));
