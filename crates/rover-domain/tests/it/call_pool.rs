@@ -144,6 +144,14 @@ async fn a_call_dropped_while_it_waits_leaves_no_transaction_behind() {
     let db = TestDb::new().await;
     let pool = pool(&db, 1);
     let pid = backend(&pool).await;
+    // The opening reads the school's policy version: with that table locked by another session,
+    // the server holds the opening until the lock goes, so the call is certainly mid-wait when
+    // it is dropped (an answer fast enough to land within one poll cannot happen).
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE policy_versions IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
     {
         let open = begin_call(&pool, db.ids.hill, read());
         tokio::pin!(open);
@@ -153,26 +161,32 @@ async fn a_call_dropped_while_it_waits_leaves_no_transaction_behind() {
                 .await
                 .is_err()
         );
-        // ...which the server runs (its backend shows the query) while nobody reads the answer.
+        // ...which the server has begun (its backend waits on the lock inside the opening).
         let mut waited = 0;
         loop {
-            let query: String =
-                sqlx::query_scalar("SELECT query FROM pg_stat_activity WHERE pid = $1")
-                    .bind(pid)
-                    .fetch_one(&db.pool)
-                    .await
-                    .unwrap();
-            if query.starts_with("BEGIN; SELECT * FROM rover_open_call(") {
+            let (query, wait): (String, Option<String>) = sqlx::query_as(
+                "SELECT query, wait_event_type FROM pg_stat_activity WHERE pid = $1",
+            )
+            .bind(pid)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            if query.starts_with("BEGIN; SELECT * FROM rover_open_call(")
+                && wait.as_deref() == Some("Lock")
+            {
                 break;
             }
             waited += 1;
             assert!(
                 waited < 500,
-                "the opening never reached the server: {query}"
+                "the opening never reached the server: {query} ({wait:?})"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // The call is dropped (cancelled, timed out) before the answer is read.
     }
+    // The server finishes the opening, leaving its transaction open on that connection; the
+    // connection must not reach the next call that way.
+    holder.rollback().await.unwrap();
     handed_on_clean(&pool, "a cancelled call's transaction").await;
 }
