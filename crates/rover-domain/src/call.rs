@@ -6,7 +6,8 @@
 //! So a read is two round trips before its answer (this and the query), and a write three (this,
 //! the write, [`commit_write`]). Both run PL/pgSQL functions (migration `0039_call_functions.sql`)
 //! whose statements Postgres plans once per connection. A read whose whole work is one query
-//! ([`OneTripRead`]) can take one: [`read_in_one_trip`] sends the opening and the query together.
+//! ([`OneTripRead`]) can take one: [`read_in_one_trip`] runs the opening and the query as one
+//! prepared statement.
 
 use rover_authz::{PolicyRow, RoleAssignment};
 use rover_contracts::ids::{SchoolId, ThreadId, ToolCallId, TurnId, UserId};
@@ -180,23 +181,42 @@ pub async fn begin_call(
     })
 }
 
-/// A read whose whole database work is one query, ready to travel with the opening query in
-/// [`read_in_one_trip`]: the query's text — a call of one of the functions of migration
-/// `0041_one_trip_reads.sql`, its arguments literals (parsed UUIDs, numbers, hex) — and how to
+/// A read whose whole database work is one query, ready to travel with the opening in
+/// [`read_in_one_trip`]: the query — a call of one of the functions of migration
+/// `0041_one_trip_reads.sql`, its parameters numbered from `$3` — its arguments, and how to
 /// turn its rows into the answer.
 pub struct OneTripRead<T> {
     sql: String,
+    args: Vec<ReadArg>,
     decode: Box<dyn FnOnce(Vec<PgRow>) -> Result<T, DomainError> + Send>,
 }
 
+/// An argument of a [`OneTripRead`]'s query, bound as a parameter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReadArg {
+    /// A `uuid` (`NULL` when `None`).
+    Uuid(Option<Uuid>),
+    /// A `bigint`.
+    BigInt(i64),
+}
+
+/// The first parameter a [`OneTripRead`]'s query may use (`$1` and `$2` are the opening's).
+const FIRST_READ_PARAMETER: usize = 3;
+
 impl<T: 'static> OneTripRead<T> {
-    /// `sql` must hold nothing a caller sent except as literals Postgres decodes.
-    pub(crate) fn new(
-        sql: String,
+    /// `function` applied to `args`: `SELECT <columns> FROM rover_list_…`, less its argument list.
+    pub(crate) fn call(
+        function: &str,
+        args: Vec<ReadArg>,
         decode: impl FnOnce(Vec<PgRow>) -> Result<T, DomainError> + Send + 'static,
     ) -> Self {
+        let parameters = (FIRST_READ_PARAMETER..FIRST_READ_PARAMETER + args.len())
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         Self {
-            sql,
+            sql: format!("{function}({parameters})"),
+            args,
             decode: Box::new(decode),
         }
     }
@@ -209,6 +229,7 @@ impl<T: 'static> OneTripRead<T> {
         let decode = self.decode;
         OneTripRead {
             sql: self.sql,
+            args: self.args,
             decode: Box::new(move |rows| decode(rows).and_then(then)),
         }
     }
@@ -216,9 +237,14 @@ impl<T: 'static> OneTripRead<T> {
 
 #[cfg(feature = "test-support")]
 impl OneTripRead<Vec<PgRow>> {
-    /// Any statement as a one-trip read, its rows as they come (tests only: `sql` is trusted).
+    /// Any query, without parameters, as a one-trip read, its rows as they come (tests only:
+    /// `sql` is trusted).
     pub fn statement_for_tests(sql: &str) -> Self {
-        Self::new(sql.to_owned(), Ok)
+        Self {
+            sql: sql.to_owned(),
+            args: Vec::new(),
+            decode: Box::new(Ok),
+        }
     }
 }
 
@@ -226,20 +252,23 @@ impl<T> std::fmt::Debug for OneTripRead<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OneTripRead")
             .field("sql", &self.sql)
+            .field("args", &self.args)
             .finish_non_exhaustive()
     }
 }
 
-/// Runs a policy-gated read in **one** round trip: `SET TRANSACTION READ ONLY`, the opening query
-/// (`rover_open_call`: the tenant, the role check, the school, the policy version) and the read's
-/// query, as one simple-protocol batch — one implicit transaction, read-only, that ends with the
-/// batch, so nothing is left to roll back and `app.school_id` is gone with it.
+/// Runs a policy-gated read in **one** round trip, as one prepared statement (migration
+/// `0042_prepared_one_trip_reads.sql`): `rover_open_read` refuses a role row-level security does
+/// not bind, makes the transaction read-only, sets the school and reads the policy version; the
+/// read's query runs after it, only when its answer will count. One statement is one implicit
+/// transaction, read-only, that ends with it, so nothing is left to roll back and
+/// `app.school_id` is gone with it. The statement is parsed and planned once per connection.
 ///
 /// The caller has authorised the call on the policy rows of version `policy_cached`; the answer
 /// counts only if that is still the school's live version, read in the same transaction as the
 /// query. `Ok(None)` — the version moved, or the school does not exist — says: take the two-step
 /// path ([`begin_call`]), which reads the live rows (a revoked permission is refused on the very
-/// next call) or reports the missing school; the query's rows are dropped unread.
+/// next call) or reports the missing school; the read's query is not run.
 ///
 /// A connection found dead on this first use is replaced once, as in [`begin_call`].
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
@@ -249,72 +278,62 @@ pub async fn read_in_one_trip<T>(
     policy_cached: i64,
     read: OneTripRead<T>,
 ) -> Result<Option<T>, DomainError> {
-    let opening = opening_sql(
-        school_id,
-        CallReads {
-            policy: true,
-            policy_cached: Some(policy_cached),
-            inbox: None,
-            approval: None,
-        },
+    let sql = format!(
+        "SELECT o.bypasses_rls, o.school_exists, o.policy_version, o.live, q.* \
+         FROM rover_open_read($1, $2) o \
+         LEFT JOIN LATERAL (SELECT true AS rover_row, r.* FROM ({}) r WHERE o.live OFFSET 0) q \
+         ON true",
+        read.sql
     );
-    let sql = format!("SET TRANSACTION READ ONLY; {opening}; {}", read.sql);
-    let results = match one_batch(pool.lease().await?, &sql).await {
+    let statement = || {
+        read.args.iter().fold(
+            sqlx::query(&sql)
+                .bind(school_id.as_uuid())
+                .bind(policy_cached),
+            |query, arg| match *arg {
+                ReadArg::Uuid(id) => query.bind(id),
+                ReadArg::BigInt(n) => query.bind(n),
+            },
+        )
+    };
+    let rows = match one_statement(pool.lease().await?, statement()).await {
         Err(error) if connection_lost(&error) => {
             tracing::info!(%error, "a pooled connection was dead; reading on a new one");
             pool.discard_idle();
-            one_batch(pool.lease().await?, &sql).await
+            one_statement(pool.lease().await?, statement()).await
         }
-        results => results,
+        rows => rows,
     }?;
-    let [_set, opening, rows] = <[Vec<PgRow>; 3]>::try_from(results).map_err(|results| {
-        DomainError::Database(sqlx::Error::Protocol(format!(
-            "a one-trip read returned {} results, not 3",
-            results.len()
-        )))
+    let context = rows.first().ok_or_else(|| {
+        DomainError::Database(sqlx::Error::Protocol(
+            "a one-trip read returned no row".into(),
+        ))
     })?;
-    let context = opening
-        .iter()
-        .find(|row| matches!(row.try_get::<Option<bool>, _>("is_policy"), Ok(None)))
-        .ok_or_else(|| {
-            DomainError::Database(sqlx::Error::Protocol(
-                "the call's opening query returned no context row".into(),
-            ))
-        })?;
     if context.try_get::<bool, _>("bypasses_rls")? {
         return Err(bypass_refused());
     }
-    let live = context.try_get::<bool, _>("school_exists")?
-        && context.try_get::<i64, _>("policy_version")? == policy_cached;
-    if !live {
+    if !context.try_get::<bool, _>("live")? {
         return Ok(None);
     }
+    // With no row of its own, the read still answers the opening's one row, its columns NULL.
+    let rows = match context.try_get::<Option<bool>, _>("rover_row")? {
+        Some(true) => rows,
+        _ => Vec::new(),
+    };
     (read.decode)(rows).map(Some)
 }
 
-/// Runs `sql` (several statements) as one simple-protocol query on `conn` and returns each
-/// statement's rows. The connection goes back only once the server has answered the whole batch
-/// (its implicit transaction over): dropped while waiting, or on an error, it is closed.
-async fn one_batch(mut conn: Lease, sql: &str) -> Result<Vec<Vec<PgRow>>, sqlx::Error> {
-    use futures::TryStreamExt as _;
-    use sqlx::Executor as _;
+/// Runs one statement on `conn` and returns its rows. The connection goes back only once the
+/// server has answered (the statement's implicit transaction over): dropped while waiting, or
+/// on an error, it is closed.
+async fn one_statement<'q>(
+    mut conn: Lease,
+    statement: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> Result<Vec<PgRow>, sqlx::Error> {
     conn.unsettled();
-    let mut results = vec![Vec::new()];
-    let mut stream = (&mut *conn).fetch_many(sql);
-    while let Some(item) = stream.try_next().await? {
-        match item {
-            sqlx::Either::Left(_) => results.push(Vec::new()),
-            sqlx::Either::Right(row) => results
-                .last_mut()
-                .expect("results always holds the current statement's rows")
-                .push(row),
-        }
-    }
-    drop(stream);
+    let rows = statement.fetch_all(&mut *conn).await?;
     conn.settled();
-    // The last entry is the (empty) one opened after the last statement's completion.
-    results.pop();
-    Ok(results)
+    Ok(rows)
 }
 
 /// Whether `error` says the connection itself is gone: its socket failed, or the server ended
@@ -370,12 +389,9 @@ pub(crate) fn uuid_sql(id: Uuid) -> String {
     format!("'{id}'::uuid")
 }
 
-/// The scope's campus as a SQL literal (`NULL` in school mode), for a one-trip read's arguments.
-pub(crate) fn campus_sql(scope: &rover_contracts::context::CallScope) -> String {
-    scope
-        .run_mode
-        .campus()
-        .map_or_else(|| "NULL".to_owned(), |c| uuid_sql(c.id.as_uuid()))
+/// The scope's campus (`NULL` in school mode), as a one-trip read's argument.
+pub(crate) fn campus_arg(scope: &rover_contracts::context::CallScope) -> ReadArg {
+    ReadArg::Uuid(scope.run_mode.campus().map(|c| c.id.as_uuid()))
 }
 
 /// `Some(text)` as a SQL expression, `None` as `NULL`.

@@ -9,7 +9,7 @@ use rover_contracts::tools::{
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use crate::call::{OneTripRead, campus_sql};
+use crate::call::{OneTripRead, ReadArg, campus_arg};
 use crate::lookup::{class_in_scope, count, ensure_class_teacher};
 use crate::tenant::campus_of;
 use crate::{Actor, DomainError, TenantTx};
@@ -49,9 +49,9 @@ pub async fn list_classes(
 /// opening query in one round trip (the campus is the scope's: the transaction's school is the
 /// scope's school).
 pub fn list_classes_in_one_trip(scope: &CallScope, _args: &NoArgs) -> OneTripRead<ClassList> {
-    let campus = campus_sql(scope);
-    OneTripRead::new(
-        format!("{LIST_CLASSES}({campus}, {MAX_LIST_ROWS})"),
+    OneTripRead::call(
+        LIST_CLASSES,
+        vec![campus_arg(scope), ReadArg::BigInt(i64::from(MAX_LIST_ROWS))],
         |rows| {
             let rows = rows
                 .iter()

@@ -8,7 +8,7 @@ use rover_contracts::tools::{
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use crate::call::{OneTripRead, campus_sql};
+use crate::call::{OneTripRead, campus_arg};
 use crate::lookup::clean_text;
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
@@ -67,8 +67,7 @@ pub fn list_departments_in_one_trip(
     scope: &CallScope,
     _args: &NoArgs,
 ) -> OneTripRead<Vec<Department>> {
-    let campus = campus_sql(scope);
-    OneTripRead::new(format!("{LIST_DEPARTMENTS}({campus})"), |rows| {
+    OneTripRead::call(LIST_DEPARTMENTS, vec![campus_arg(scope)], |rows| {
         rows.iter()
             .map(|row| DepartmentRow::from_row(row).map(Department::from))
             .collect::<Result<_, _>>()

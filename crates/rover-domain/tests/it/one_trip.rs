@@ -12,6 +12,7 @@ use rover_domain::call::{CallReads, OneTripRead, begin_call, read_in_one_trip};
 use rover_domain::pool::CallPool;
 use rover_domain::testing::TestDb;
 use rover_settings::{DatabaseSettings, Secret};
+use sqlx::{Connection as _, Row as _};
 
 use crate::call_pool::handed_on_clean;
 use crate::helpers::{campus_scope, school_scope, tenant};
@@ -127,17 +128,34 @@ async fn it_answers_what_the_two_step_path_answers_each_school_its_own_and_leave
 }
 
 #[tokio::test]
-async fn it_cannot_write() {
+async fn it_cannot_write_and_runs_the_query_only_on_the_live_version() {
     let db = TestDb::new().await;
     let pool = pool_of_one(&db);
     let hill = db.ids.hill;
     let live = version(&pool, hill).await;
-    let write = OneTripRead::statement_for_tests(&format!(
-        "WITH d AS (INSERT INTO departments (school_id, name) VALUES ('{}', 'Written by a read') \
-         RETURNING id) SELECT id FROM d",
-        hill.as_uuid()
-    ));
-    let error = read_in_one_trip(&pool, hill, live, write)
+    // A function that writes, callable by the application role (as a read's function is).
+    let mut owner = sqlx::PgConnection::connect(db.owner_url()).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "CREATE FUNCTION test_write_department() RETURNS SETOF uuid LANGUAGE sql VOLATILE AS $$ \
+           INSERT INTO departments (school_id, name) \
+           VALUES (current_setting('app.school_id')::uuid, 'Written by a read') RETURNING id $$; \
+         GRANT EXECUTE ON FUNCTION test_write_department() TO \"{}\"",
+        db.provision().app_role
+    ))
+    .execute(&mut owner)
+    .await
+    .unwrap();
+    let write = || OneTripRead::statement_for_tests("SELECT * FROM test_write_department()");
+
+    // On a version that moved, the read's query does not run at all.
+    assert!(
+        read_in_one_trip(&pool, hill, live - 1, write())
+            .await
+            .expect("the query does not run")
+            .is_none()
+    );
+    // On the live one it runs, read-only: the insert is refused.
+    let error = read_in_one_trip(&pool, hill, live, write())
         .await
         .expect_err("a read-only transaction refuses the insert");
     let code = match &error {
@@ -155,6 +173,28 @@ async fn it_cannot_write() {
     tx.rollback().await.unwrap();
     assert_eq!(written, 0);
     handed_on_clean(&pool, "a refused one-trip read").await;
+}
+
+#[tokio::test]
+async fn a_query_without_rows_answers_none_of_them() {
+    let db = TestDb::new().await;
+    let pool = pool_of_one(&db);
+    let hill = db.ids.hill;
+    let live = version(&pool, hill).await;
+    let nothing = OneTripRead::statement_for_tests("SELECT 1 AS one WHERE false");
+    let rows = read_in_one_trip(&pool, hill, live, nothing)
+        .await
+        .unwrap()
+        .expect("the version is the live one");
+    assert!(rows.is_empty(), "{} rows", rows.len());
+    // And a query with rows answers each of them, once.
+    let two = OneTripRead::statement_for_tests("SELECT n FROM generate_series(1, 2) AS n");
+    let rows = read_in_one_trip(&pool, hill, live, two)
+        .await
+        .unwrap()
+        .expect("the version is the live one");
+    let numbers: Vec<i32> = rows.iter().map(|row| row.get("n")).collect();
+    assert_eq!(numbers, [1, 2]);
 }
 
 #[tokio::test]

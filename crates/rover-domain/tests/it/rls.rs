@@ -178,6 +178,18 @@ async fn tenant_transactions_refuse_a_role_that_bypasses_rls() {
         format!("{error:?}").contains("row-level security"),
         "{error:?}"
     );
+    // So does a read in one trip (inside `rover_open_read`), whatever version it names.
+    let scope = crate::helpers::school_scope(db.ids.hill);
+    for version in [0, i64::MAX] {
+        let read = rover_domain::list_departments_in_one_trip(&scope, &Default::default());
+        let error = rover_domain::call::read_in_one_trip(&owner, db.ids.hill, version, read)
+            .await
+            .unwrap_err();
+        assert!(
+            format!("{error:?}").contains("row-level security"),
+            "{error:?}"
+        );
+    }
 }
 
 #[tokio::test]
