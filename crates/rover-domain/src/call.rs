@@ -257,8 +257,9 @@ impl<T> std::fmt::Debug for OneTripRead<T> {
     }
 }
 
-/// Runs a policy-gated read in **one** round trip, as one prepared statement (migration
-/// `0042_prepared_one_trip_reads.sql`): `rover_open_read` refuses a role row-level security does
+/// Runs a policy-gated read in **one** round trip, as one prepared statement (migrations
+/// `0042_prepared_one_trip_reads.sql`, `0043_lean_one_trip_reads.sql`, where the read's SQL
+/// function is inlined into it): `rover_open_read` refuses a role row-level security does
 /// not bind, makes the transaction read-only, sets the school and reads the policy version; the
 /// read's query runs after it, only when its answer will count. One statement is one implicit
 /// transaction, read-only, that ends with it, so nothing is left to roll back and
