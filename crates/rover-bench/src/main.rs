@@ -99,25 +99,56 @@ enum Section {
     Streams,
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the bench's sections in the order the report shows them"
-)]
+/// The exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell reports it).
+const INTERRUPTED: i32 = 130;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // Listening before anything is created: a Ctrl-C at any point after this removes what the run
+    // made (its vhost, database, roles and keys are dropped with `world`, and its services are
+    // stopped as the run's future is dropped) instead of leaving them behind.
+    let interrupted = rover_service::shutdown_signal();
+
+    eprintln!("rover-bench: creating this run's vhost, database and keys…");
+    let world = World::create().await;
+    eprintln!(
+        "rover-bench: this run's vhost {}, database {}",
+        world.vhost.name,
+        world.db.provision().database
+    );
+    let outcome = tokio::select! {
+        outcome = bench(&cli, &world) => Some(outcome),
+        () = interrupted => None,
+    };
+    drop(world);
+    match outcome {
+        Some(outcome) => outcome,
+        None => {
+            eprintln!(
+                "rover-bench: interrupted; this run's vhost, database and keys are removed, \
+                 nothing was written"
+            );
+            std::process::exit(INTERRUPTED);
+        }
+    }
+}
+
+/// Every section asked for, in the order the report shows them, then the table and the JSON.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the bench's sections in the order the report shows them"
+)]
+async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
     let wants = |s: Section| cli.only.is_empty() || cli.only.contains(&s);
     let timing = Timing {
         warmup: Duration::from_secs_f64(cli.warmup),
         duration: Duration::from_secs_f64(cli.duration),
     };
     let started_at = chrono::Utc::now();
-
-    eprintln!("rover-bench: creating this run's vhost, database and keys…");
-    let world = World::create().await;
     let machine = world.machine().await;
-    let payload = toolhop::read_frame_len(&world).await?;
+    let payload = toolhop::read_frame_len(world).await?;
     let mut rows = Vec::new();
 
     let mut floors = Vec::new();
@@ -153,12 +184,12 @@ async fn main() -> anyhow::Result<()> {
     }
 
     if wants(Section::ToolHop) {
-        rows.extend(tool_hop(&world, timing, &floors).await?);
-        rows.extend(messaging_halves(&world, timing, payload).await?);
+        rows.extend(tool_hop(world, timing, &floors).await?);
+        rows.extend(messaging_halves(world, timing, payload).await?);
     }
 
     if wants(Section::Approval) {
-        rows.extend(approval_gate(&world, timing, &rows).await?);
+        rows.extend(approval_gate(world, timing, &rows).await?);
     }
 
     if wants(Section::AgentBuild) {
@@ -195,7 +226,7 @@ async fn main() -> anyhow::Result<()> {
             model_flags: Vec::new(),
             worker_prefetch: 64,
         };
-        let stack = Arc::new(Stack::start(&world, &options)?);
+        let stack = Arc::new(Stack::start(world, &options)?);
         for c in [1, 64] {
             eprintln!("rover-bench: whole turns at c={c}…");
             let s = stack.clone();
@@ -227,7 +258,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     if wants(Section::Streams) {
-        rows.push(many_streams(&world, &cli).await?);
+        rows.push(many_streams(world, cli).await?);
     }
 
     let report = Report {
