@@ -192,12 +192,14 @@ pub struct OneTripRead<T> {
 }
 
 /// An argument of a [`OneTripRead`]'s query, bound as a parameter.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum ReadArg {
     /// A `uuid` (`NULL` when `None`).
     Uuid(Option<Uuid>),
     /// A `bigint`.
     BigInt(i64),
+    /// A `text[]`.
+    Texts(Vec<String>),
 }
 
 /// The first parameter a [`OneTripRead`]'s query may use (`$1` and `$2` are the opening's).
@@ -291,9 +293,10 @@ pub async fn read_in_one_trip<T>(
             sqlx::query(&sql)
                 .bind(school_id.as_uuid())
                 .bind(policy_cached),
-            |query, arg| match *arg {
-                ReadArg::Uuid(id) => query.bind(id),
-                ReadArg::BigInt(n) => query.bind(n),
+            |query, arg| match arg {
+                ReadArg::Uuid(id) => query.bind(*id),
+                ReadArg::BigInt(n) => query.bind(*n),
+                ReadArg::Texts(texts) => query.bind(texts.as_slice()),
             },
         )
     };

@@ -66,8 +66,8 @@ pub use error::DomainError;
 pub use marks::{class_marks, record_marks, results_summary};
 pub use provision::MIGRATOR;
 pub use seed::{DemoIds, seed_demo};
-pub use staff::list_staff;
-pub use students::{enrollment_summary, find_students};
+pub use staff::{list_staff, list_staff_in_one_trip};
+pub use students::{enrollment_summary, find_students, find_students_in_one_trip};
 pub use teaching::{assign_subject_teacher, list_my_classes, list_teaching_assignments};
 pub use tenant::{Actor, TenantTx, begin_tenant, school_exists};
 

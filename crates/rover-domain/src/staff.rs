@@ -6,6 +6,7 @@ use rover_contracts::tools::{ListStaffArgs, MAX_LIST_ROWS, StaffList, StaffMembe
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use crate::call::{OneTripRead, ReadArg, campus_arg};
 use crate::lookup::{clean_text, count, word_patterns};
 use crate::policy::decode_error;
 use crate::tenant::campus_of;
@@ -35,27 +36,53 @@ pub async fn list_staff(
     args: &ListStaffArgs,
 ) -> Result<StaffList, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let patterns = match &args.query {
+    let patterns = staff_patterns(args)?;
+    let rows: Vec<StaffRow> = sqlx::query_as(&format!("{LIST_STAFF}($1, $2, $3)"))
+        .bind(campus)
+        .bind(patterns)
+        .bind(i64::from(MAX_LIST_ROWS))
+        .fetch_all(tx.connection())
+        .await?;
+    staff_list(rows)
+}
+
+/// [`list_staff`] as a [`OneTripRead`]: the same function of migration `0044`, run with the
+/// opening query in one round trip (the campus is the scope's: the transaction's school is the
+/// scope's school). A search text that is not acceptable is refused before anything is sent.
+pub fn list_staff_in_one_trip(
+    scope: &CallScope,
+    args: &ListStaffArgs,
+) -> Result<OneTripRead<StaffList>, DomainError> {
+    Ok(OneTripRead::call(
+        LIST_STAFF,
+        vec![
+            campus_arg(scope),
+            ReadArg::Texts(staff_patterns(args)?),
+            ReadArg::BigInt(i64::from(MAX_LIST_ROWS)),
+        ],
+        |rows| {
+            let rows = rows
+                .iter()
+                .map(StaffRow::from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            staff_list(rows)
+        },
+    ))
+}
+
+/// The query of [`list_staff`], less its arguments.
+const LIST_STAFF: &str =
+    "SELECT id, name, email, user_type, campus_id, campus_name, roles, total FROM rover_list_staff";
+
+/// One `ILIKE` pattern per word of the search text; none without one.
+fn staff_patterns(args: &ListStaffArgs) -> Result<Vec<String>, DomainError> {
+    Ok(match &args.query {
         Some(query) => word_patterns(&clean_text(query, "search text", 100)?),
         None => Vec::new(),
-    };
-    let rows: Vec<StaffRow> = sqlx::query_as(
-        "SELECT u.id, u.name, u.email, u.user_type, u.campus_id, c.name AS campus_name, \
-                coalesce(array_agg(r.role ORDER BY r.role) FILTER (WHERE r.role IS NOT NULL), '{}') AS roles, \
-                count(*) OVER () AS total \
-         FROM users u \
-         LEFT JOIN campuses c ON c.school_id = u.school_id AND c.id = u.campus_id \
-         LEFT JOIN role_assignments r ON r.school_id = u.school_id AND r.user_id = u.id \
-         WHERE ($1::uuid IS NULL OR u.campus_id IS NULL OR u.campus_id = $1) \
-           AND NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS w(pattern) \
-                           WHERE u.name NOT ILIKE w.pattern AND u.email NOT ILIKE w.pattern) \
-         GROUP BY u.id, c.name ORDER BY u.name, u.id LIMIT $3",
-    )
-    .bind(campus)
-    .bind(patterns)
-    .bind(i64::from(MAX_LIST_ROWS))
-    .fetch_all(tx.connection())
-    .await?;
+    })
+}
+
+fn staff_list(rows: Vec<StaffRow>) -> Result<StaffList, DomainError> {
     let total = rows.first().map_or(0, |row| count(row.total));
     let staff = rows
         .into_iter()

@@ -8,6 +8,7 @@ use rover_contracts::tools::{
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use crate::call::{OneTripRead, ReadArg, campus_arg};
 use crate::lookup::{clean_text, count, word_patterns};
 use crate::tenant::campus_of;
 use crate::{Actor, DomainError, TenantTx};
@@ -36,27 +37,53 @@ pub async fn find_students(
     args: &FindStudentsArgs,
 ) -> Result<Vec<StudentSummary>, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let query = clean_text(&args.query, "search text", 100)?;
-    let rows: Vec<StudentRow> = sqlx::query_as(
-        "SELECT s.id, s.name, s.admission_number, k.id AS class_id, k.name AS class_name, \
-                c.id AS campus_id, c.name AS campus_name \
-         FROM students s \
-         JOIN classes k ON k.school_id = s.school_id AND k.id = s.class_id \
-         JOIN campuses c ON c.school_id = k.school_id AND c.id = k.campus_id \
-         WHERE NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS w(pattern) \
-                           WHERE s.name NOT ILIKE w.pattern AND s.admission_number NOT ILIKE w.pattern) \
-           AND ($2::uuid IS NULL OR s.class_id = $2) \
-           AND ($3::uuid IS NULL OR k.campus_id = $3) \
-         ORDER BY s.name, s.id LIMIT $4",
-    )
-    .bind(word_patterns(&query))
-    .bind(args.class_id.map(|id| id.as_uuid()))
-    .bind(campus)
-    .bind(MAX_MATCHES)
-    .fetch_all(tx.connection())
-    .await?;
-    Ok(rows
-        .into_iter()
+    let patterns = student_patterns(args)?;
+    let rows: Vec<StudentRow> = sqlx::query_as(&format!("{FIND_STUDENTS}($1, $2, $3, $4)"))
+        .bind(patterns)
+        .bind(args.class_id.map(|id| id.as_uuid()))
+        .bind(campus)
+        .bind(MAX_MATCHES)
+        .fetch_all(tx.connection())
+        .await?;
+    Ok(student_summaries(rows))
+}
+
+/// [`find_students`] as a [`OneTripRead`]: the same function of migration `0044`, run with the
+/// opening query in one round trip (the campus is the scope's: the transaction's school is the
+/// scope's school). A search text that is not acceptable is refused before anything is sent.
+pub fn find_students_in_one_trip(
+    scope: &CallScope,
+    args: &FindStudentsArgs,
+) -> Result<OneTripRead<Vec<StudentSummary>>, DomainError> {
+    Ok(OneTripRead::call(
+        FIND_STUDENTS,
+        vec![
+            ReadArg::Texts(student_patterns(args)?),
+            ReadArg::Uuid(args.class_id.map(|id| id.as_uuid())),
+            campus_arg(scope),
+            ReadArg::BigInt(MAX_MATCHES),
+        ],
+        |rows| {
+            let rows = rows
+                .iter()
+                .map(StudentRow::from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(student_summaries(rows))
+        },
+    ))
+}
+
+/// The query of [`find_students`], less its arguments.
+const FIND_STUDENTS: &str = "SELECT id, name, admission_number, class_id, class_name, campus_id, \
+     campus_name FROM rover_find_students";
+
+/// One `ILIKE` pattern per word of the search text, which must be acceptable.
+fn student_patterns(args: &FindStudentsArgs) -> Result<Vec<String>, DomainError> {
+    Ok(word_patterns(&clean_text(&args.query, "search text", 100)?))
+}
+
+fn student_summaries(rows: Vec<StudentRow>) -> Vec<StudentSummary> {
+    rows.into_iter()
         .map(|row| StudentSummary {
             student: StudentRef {
                 id: StudentId::from_uuid(row.id),
@@ -72,7 +99,7 @@ pub async fn find_students(
                 name: row.campus_name,
             },
         })
-        .collect())
+        .collect()
 }
 
 /// Students in scope: the total, per campus and per class (every campus and class in scope is

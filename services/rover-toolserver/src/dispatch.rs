@@ -99,6 +99,14 @@ pub(crate) fn one_trip(
 ) -> Option<Result<OneTripRead<Value>, DomainError>> {
     use rover_domain as d;
     macro_rules! one_trip {
+        // A read whose arguments are checked as the read is made (a search text, say).
+        ($tool:ty, try $function:path) => {{
+            Some(
+                parse::<<$tool as Tool>::Args>(contract.name, args)
+                    .and_then(|args| $function(scope, &args))
+                    .map(|read| read.then(|output| data(&output))),
+            )
+        }};
         ($tool:ty, $function:path) => {{
             Some(
                 parse::<<$tool as Tool>::Args>(contract.name, args)
@@ -109,6 +117,8 @@ pub(crate) fn one_trip(
     match contract.name {
         "list_departments" => one_trip!(tools::ListDepartments, d::list_departments_in_one_trip),
         "list_classes" => one_trip!(tools::ListClasses, d::list_classes_in_one_trip),
+        "list_staff" => one_trip!(tools::ListStaff, try d::list_staff_in_one_trip),
+        "find_students" => one_trip!(tools::FindStudents, try d::find_students_in_one_trip),
         _ => None,
     }
 }

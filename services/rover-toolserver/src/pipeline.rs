@@ -404,7 +404,6 @@ impl Pipeline {
         let Some(read) = dispatch::one_trip(tool.contract, scope, call.args.clone()) else {
             return Ok(None);
         };
-        let read = read?;
         if self
             .authorize(verified, permission, &rows.0, &rows.1)
             .await
@@ -412,6 +411,9 @@ impl Pipeline {
         {
             return Ok(None);
         }
+        // Arguments are judged only once the caller may make the call, as on the two-step path: a
+        // caller without the permission learns that, not what its arguments lacked.
+        let read = read?;
         let data =
             rover_domain::call::read_in_one_trip(&self.pool, scope.school_id, *version, read)
                 .instrument(

@@ -243,3 +243,88 @@ async fn a_moved_version_or_a_school_that_does_not_exist_gets_no_answer() {
     );
     handed_on_clean(&pool, "after the refusals").await;
 }
+
+/// The searches (`list_staff`, `find_students`, migration `0044`) answer in one trip exactly what
+/// the two-step path answers — with and without search text, with a class, in school and campus
+/// scope and in each school — and a search text that is not acceptable is refused before the
+/// read is made, with the two-step path's own words.
+#[tokio::test]
+async fn the_searches_answer_what_the_two_step_path_answers() {
+    use rover_contracts::tools::{FindStudentsArgs, ListStaffArgs};
+
+    let db = TestDb::new().await;
+    let pool = pool_of_one(&db);
+    let actor = db.ids.actor("admin@hill.school");
+    let staff_args = |query: Option<&str>| ListStaffArgs {
+        query: query.map(str::to_owned),
+    };
+    let student_args = |query: &str, class: Option<&str>| FindStudentsArgs {
+        query: query.to_owned(),
+        class_id: class.map(|name| db.ids.class(name)),
+    };
+    let mut found = 0;
+    for scope in [
+        school_scope(db.ids.hill),
+        campus_scope(&db, "Kololo"),
+        school_scope(db.ids.lakeside),
+    ] {
+        let live = version(&pool, scope.school_id).await;
+        for args in [
+            staff_args(None),
+            staff_args(Some("a")),
+            staff_args(Some("no such")),
+        ] {
+            let mut tx = tenant(&db, scope.school_id).await;
+            let two_step = rover_domain::list_staff(&mut tx, &actor, &scope, &args)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            let read = rover_domain::list_staff_in_one_trip(&scope, &args).unwrap();
+            let one_trip = read_in_one_trip(&pool, scope.school_id, live, read)
+                .await
+                .expect("the read runs")
+                .expect("the version is the live one");
+            assert_eq!(
+                serde_json::to_value(&one_trip).unwrap(),
+                serde_json::to_value(&two_step).unwrap(),
+                "{scope:?} {args:?}"
+            );
+            found += one_trip.staff.len();
+        }
+        for args in [
+            student_args("a", None),
+            student_args("a", Some("S1 Blue")),
+            student_args("no such", None),
+        ] {
+            let mut tx = tenant(&db, scope.school_id).await;
+            let two_step = rover_domain::find_students(&mut tx, &actor, &scope, &args)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            let read = rover_domain::find_students_in_one_trip(&scope, &args).unwrap();
+            let one_trip = read_in_one_trip(&pool, scope.school_id, live, read)
+                .await
+                .expect("the read runs")
+                .expect("the version is the live one");
+            assert_eq!(
+                serde_json::to_value(&one_trip).unwrap(),
+                serde_json::to_value(&two_step).unwrap(),
+                "{scope:?} {args:?}"
+            );
+            found += one_trip.len();
+        }
+        handed_on_clean(&pool, "a one-trip search").await;
+    }
+    assert!(found > 0, "some searches found someone");
+
+    let scope = school_scope(db.ids.hill);
+    let blank = student_args("   ", None);
+    let refused = rover_domain::find_students_in_one_trip(&scope, &blank)
+        .expect_err("a blank search text is refused");
+    let mut tx = tenant(&db, scope.school_id).await;
+    let two_step = rover_domain::find_students(&mut tx, &actor, &scope, &blank)
+        .await
+        .expect_err("refused on the two-step path too");
+    tx.rollback().await.unwrap();
+    assert_eq!(refused.to_string(), two_step.to_string());
+}

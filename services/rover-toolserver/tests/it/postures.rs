@@ -209,3 +209,41 @@ async fn a_revoked_permission_is_refused_on_the_very_next_call_and_a_new_grant_a
         .unwrap();
     assert_eq!(list(DOS).await.outcome, ToolOutcome::Denied);
 }
+
+/// A caller without the permission learns that, not what its arguments lacked — on the one-trip
+/// path too, where the read is made (its search text checked) before the query is sent: the
+/// permission is decided first, on the school's kept policy rows.
+#[tokio::test]
+async fn a_caller_without_the_permission_is_denied_before_its_arguments_are_judged() {
+    let server = spawn_toolserver().await;
+    let owner = &server.owner;
+    let roles: Vec<String> =
+        sqlx::query_scalar("SELECT role FROM role_assignments WHERE user_id = $1")
+            .bind(server.db.ids.user(DOS).as_uuid())
+            .fetch_all(owner)
+            .await
+            .unwrap();
+    sqlx::query(
+        "DELETE FROM authz_policies WHERE school_id = $1 AND role = ANY($2) \
+         AND action = 'read' AND subject = 'Student'",
+    )
+    .bind(server.db.ids.hill.as_uuid())
+    .bind(&roles)
+    .execute(owner)
+    .await
+    .unwrap();
+    // The school's rows at their new version are kept by this call, so the next takes the
+    // one-trip path.
+    let warm = server.call(DOS, "list.departments", json!({})).await;
+    assert_eq!(warm.outcome, ToolOutcome::Ok, "{warm:?}");
+    let blank = server
+        .call(DOS, "find.students", json!({ "query": "   " }))
+        .await;
+    assert_eq!(blank.outcome, ToolOutcome::Denied, "{blank:?}");
+    assert_eq!(error(&blank), "Permission denied: read:Student");
+    // Allowed, the same text is refused as the argument it is.
+    let allowed = server
+        .call(ADMIN, "find.students", json!({ "query": "   " }))
+        .await;
+    assert_eq!(allowed.outcome, ToolOutcome::Invalid, "{allowed:?}");
+}

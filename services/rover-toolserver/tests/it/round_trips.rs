@@ -125,19 +125,32 @@ async fn round_trips_per_call(event: &str, args: impl Fn(u32) -> serde_json::Val
 /// 2 and a `ROLLBACK` after the reply.)
 #[tokio::test]
 async fn a_one_trip_read_takes_one_round_trip() {
-    for event in ["list.departments", "list.classes"] {
-        let per_call = round_trips_per_call(event, |_| json!({})).await;
-        assert_eq!(per_call, 1, "{event}: the opening and the query together");
+    for (event, args) in [
+        ("list.departments", json!({})),
+        ("list.classes", json!({})),
+        ("list.staff", json!({})),
+        ("list.staff", json!({ "query": "hill" })),
+        ("find.students", json!({ "query": "a" })),
+    ] {
+        let per_call = round_trips_per_call(event, |_| args.clone()).await;
+        assert_eq!(
+            per_call, 1,
+            "{event} {args}: the opening and the query together"
+        );
     }
 }
 
-/// A read without that form (`list_staff`, not yet moved into a function): two round trips
-/// before its reply — the opening query (`BEGIN`, the tenant, the school, the policy version) and
-/// its query — then its `ROLLBACK` as the connection goes back, after the reply.
+/// A read without that form (`get_enrollment_summary`: two queries): the opening query (`BEGIN`,
+/// the tenant, the school, the policy version), then each of its queries before its reply, then
+/// its `ROLLBACK` as the connection goes back, after the reply.
 #[tokio::test]
-async fn a_two_step_read_takes_two_round_trips_before_its_reply() {
-    let per_call = round_trips_per_call("list.staff", |_| json!({})).await;
-    assert_eq!(per_call, 2 + 1, "2 before the reply, its ROLLBACK after");
+async fn a_two_step_read_takes_a_round_trip_per_query_and_its_opening() {
+    let per_call = round_trips_per_call("get.enrollment_summary", |_| json!({})).await;
+    assert_eq!(
+        per_call,
+        1 + 2 + 1,
+        "3 before the reply, its ROLLBACK after"
+    );
 }
 
 /// A write: three — the opening query (with the call id's lock and stored reply), the write, the
