@@ -244,6 +244,27 @@ async fn a_moved_version_or_a_school_that_does_not_exist_gets_no_answer() {
     handed_on_clean(&pool, "after the refusals").await;
 }
 
+/// Runs `read` in one trip at the live `version` and checks it answers what the two-step path
+/// answered (`two_step`); returns its answer.
+async fn answered_alike<T: serde::Serialize + std::fmt::Debug + 'static>(
+    pool: &CallPool,
+    scope: &CallScope,
+    version: i64,
+    read: OneTripRead<T>,
+    two_step: &T,
+) -> T {
+    let one_trip = read_in_one_trip(pool, scope.school_id, version, read)
+        .await
+        .expect("the read runs")
+        .expect("the version is the live one");
+    assert_eq!(
+        serde_json::to_value(&one_trip).unwrap(),
+        serde_json::to_value(two_step).unwrap(),
+        "{scope:?}: {two_step:?}"
+    );
+    one_trip
+}
+
 /// The searches (`list_staff`, `find_students`, migration `0044`) answer in one trip exactly what
 /// the two-step path answers — with and without search text, with a class, in school and campus
 /// scope and in each school — and a search text that is not acceptable is refused before the
@@ -280,15 +301,7 @@ async fn the_searches_answer_what_the_two_step_path_answers() {
                 .unwrap();
             tx.rollback().await.unwrap();
             let read = rover_domain::list_staff_in_one_trip(&scope, &args).unwrap();
-            let one_trip = read_in_one_trip(&pool, scope.school_id, live, read)
-                .await
-                .expect("the read runs")
-                .expect("the version is the live one");
-            assert_eq!(
-                serde_json::to_value(&one_trip).unwrap(),
-                serde_json::to_value(&two_step).unwrap(),
-                "{scope:?} {args:?}"
-            );
+            let one_trip = answered_alike(&pool, &scope, live, read, &two_step).await;
             found += one_trip.staff.len();
         }
         for args in [
@@ -302,15 +315,7 @@ async fn the_searches_answer_what_the_two_step_path_answers() {
                 .unwrap();
             tx.rollback().await.unwrap();
             let read = rover_domain::find_students_in_one_trip(&scope, &args).unwrap();
-            let one_trip = read_in_one_trip(&pool, scope.school_id, live, read)
-                .await
-                .expect("the read runs")
-                .expect("the version is the live one");
-            assert_eq!(
-                serde_json::to_value(&one_trip).unwrap(),
-                serde_json::to_value(&two_step).unwrap(),
-                "{scope:?} {args:?}"
-            );
+            let one_trip = answered_alike(&pool, &scope, live, read, &two_step).await;
             found += one_trip.len();
         }
         handed_on_clean(&pool, "a one-trip search").await;
