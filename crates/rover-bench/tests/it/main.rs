@@ -32,7 +32,7 @@ async fn an_interrupted_run_removes_its_vhost_database_and_roles() {
     use std::io::{BufRead as _, BufReader};
     use std::process::Stdio;
 
-    let out = tempfile_dir();
+    let out = tempfile::tempdir().expect("a temporary directory");
     let mut child = Command::new(env!("CARGO_BIN_EXE_rover-bench"))
         .args([
             "--only",
@@ -43,7 +43,7 @@ async fn an_interrupted_run_removes_its_vhost_database_and_roles() {
             "600",
             "--out",
         ])
-        .arg(&out)
+        .arg(out.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -119,15 +119,7 @@ async fn an_interrupted_run_removes_its_vhost_database_and_roles() {
         "the run's database and roles are gone"
     );
     assert!(
-        std::fs::read_dir(&out).map_or(true, |mut entries| entries.next().is_none()),
+        std::fs::read_dir(out.path()).map_or(true, |mut entries| entries.next().is_none()),
         "an interrupted run writes no report"
     );
-    let _ = std::fs::remove_dir_all(&out);
-}
-
-/// A directory of this test's own for the report the interrupted run must not write.
-fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("rover-bench-test-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
 }

@@ -156,6 +156,28 @@ async fn a_role_change_applies_on_the_next_call() {
     assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
 }
 
+/// Takes `read` on `subject` away from every role `user` (of Kampala Hill School) holds, as an
+/// administrator would; returns those roles.
+async fn revoke_read(server: &TestServer, user: &str, subject: &str) -> Vec<String> {
+    let roles: Vec<String> =
+        sqlx::query_scalar("SELECT role FROM role_assignments WHERE user_id = $1")
+            .bind(server.db.ids.user(user).as_uuid())
+            .fetch_all(&server.owner)
+            .await
+            .unwrap();
+    sqlx::query(
+        "DELETE FROM authz_policies WHERE school_id = $1 AND role = ANY($2) \
+         AND action = 'read' AND subject = $3",
+    )
+    .bind(server.db.ids.hill.as_uuid())
+    .bind(&roles)
+    .bind(subject)
+    .execute(&server.owner)
+    .await
+    .unwrap();
+    roles
+}
+
 /// The tool server keeps a school's policy rows between calls, by the school's policy version:
 /// a grant revoked — or a role taken away — is refused on the very next call, and granted again
 /// it is allowed on the next one; no call ever decides on rows older than the live ones.
@@ -171,21 +193,7 @@ async fn a_revoked_permission_is_refused_on_the_very_next_call_and_a_new_grant_a
         ToolOutcome::Ok,
         "from the kept rows"
     );
-    let roles: Vec<String> =
-        sqlx::query_scalar("SELECT role FROM role_assignments WHERE user_id = $1")
-            .bind(server.db.ids.user(DOS).as_uuid())
-            .fetch_all(owner)
-            .await
-            .unwrap();
-    sqlx::query(
-        "DELETE FROM authz_policies WHERE school_id = $1 AND role = ANY($2) \
-         AND action = 'read' AND subject = 'Department'",
-    )
-    .bind(hill)
-    .bind(&roles)
-    .execute(owner)
-    .await
-    .unwrap();
+    let roles = revoke_read(&server, DOS, "Department").await;
     let revoked = list(DOS).await;
     assert_eq!(revoked.outcome, ToolOutcome::Denied);
     assert_eq!(error(&revoked), "Permission denied: read:Department");
@@ -216,22 +224,7 @@ async fn a_revoked_permission_is_refused_on_the_very_next_call_and_a_new_grant_a
 #[tokio::test]
 async fn a_caller_without_the_permission_is_denied_before_its_arguments_are_judged() {
     let server = spawn_toolserver().await;
-    let owner = &server.owner;
-    let roles: Vec<String> =
-        sqlx::query_scalar("SELECT role FROM role_assignments WHERE user_id = $1")
-            .bind(server.db.ids.user(DOS).as_uuid())
-            .fetch_all(owner)
-            .await
-            .unwrap();
-    sqlx::query(
-        "DELETE FROM authz_policies WHERE school_id = $1 AND role = ANY($2) \
-         AND action = 'read' AND subject = 'Student'",
-    )
-    .bind(server.db.ids.hill.as_uuid())
-    .bind(&roles)
-    .execute(owner)
-    .await
-    .unwrap();
+    revoke_read(&server, DOS, "Student").await;
     // The school's rows at their new version are kept by this call, so the next takes the
     // one-trip path.
     let warm = server.call(DOS, "list.departments", json!({})).await;
