@@ -9,6 +9,7 @@
 //!   OpenTelemetry layer is installed at all, so tracing costs what logging costs.
 //! - **Metrics**: [`metrics`] — Prometheus text for each service's `/metrics`.
 
+mod json_fields;
 pub mod metrics;
 mod otlp;
 
@@ -104,7 +105,8 @@ pub fn init(
                     .json()
                     .flatten_event(true)
                     .with_current_span(true)
-                    .with_span_list(false),
+                    .with_span_list(false)
+                    .fmt_fields(json_fields::AppendingJsonFields),
             )
             .try_init()?,
     }
