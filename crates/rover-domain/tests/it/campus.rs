@@ -1,6 +1,7 @@
 //! Campus mode: reads filtered to the campus (plus school-wide rows), writes pinned to it.
 
 use rover_contracts::ids::SubjectId;
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     AssignSubjectTeacherArgs, CreateDepartmentArgs, FindStudentsArgs, ListStaffArgs,
     ListTeachingAssignmentsArgs, NoArgs, RenameDepartmentArgs,
@@ -55,14 +56,14 @@ async fn the_kololo_admin_sees_only_kololo_and_school_wide_rows() {
 
     let search = FindStudentsArgs {
         query: "a".into(),
-        class_id: None,
+        class: None,
     };
     let students = find_students(&mut tx, &me, &kololo, &search).await.unwrap();
     assert!(!students.is_empty());
     assert!(students.iter().all(|s| s.campus.name == "Kololo"));
     let nakato = FindStudentsArgs {
         query: "Nakato".into(),
-        class_id: None,
+        class: None,
     };
     assert!(
         find_students(&mut tx, &me, &kololo, &nakato)
@@ -144,7 +145,7 @@ async fn the_kololo_admin_cannot_rename_a_naalya_or_school_wide_department() {
     let (mut tx, me) = as_user(&db, "kololo.admin@hill.school").await;
 
     let rename = |id| RenameDepartmentArgs {
-        department_id: id,
+        department: Named::id(id),
         new_name: "Renamed".into(),
     };
     let error = rename_department(&mut tx, &me, &kololo, &rename(music.id))
@@ -211,9 +212,9 @@ async fn a_subject_of_another_campus_cannot_be_assigned_and_looks_like_none() {
     .unwrap();
     let drama = SubjectId::from_uuid(drama);
     let in_s1_blue = |subject_id| AssignSubjectTeacherArgs {
-        teacher_id: db.ids.user("amina@hill.school"),
-        class_id: db.ids.class("S1 Blue"),
-        subject_id,
+        teacher: Named::id(db.ids.user("amina@hill.school")),
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(subject_id),
     };
 
     // In Naalya mode, Kololo's subject is refused exactly as an id that does not exist.
@@ -237,9 +238,9 @@ async fn a_subject_of_another_campus_cannot_be_assigned_and_looks_like_none() {
     .unwrap();
     // …and Kololo's own subject is fine in Kololo mode.
     let kololo = AssignSubjectTeacherArgs {
-        teacher_id: db.ids.user("okello@hill.school"),
-        class_id: db.ids.class("S1 Gold"),
-        subject_id: drama,
+        teacher: Named::id(db.ids.user("okello@hill.school")),
+        class: Named::id(db.ids.class("S1 Gold")),
+        subject: Named::id(drama),
     };
     let assigned = assign_subject_teacher(&mut tx, &dos, &campus_scope(&db, "Kololo"), &kololo)
         .await

@@ -1,5 +1,6 @@
 //! Another school's ids are indistinguishable from ids that do not exist, and nothing changes.
 
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     AssignSubjectTeacherArgs, FindStudentsArgs, GetClassRosterArgs, ListTeachingAssignmentsArgs,
     NoArgs, RecordAttendanceArgs, RenameDepartmentArgs,
@@ -19,7 +20,7 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
     let (mut tx, me) = as_user(&db, "admin@lakeside.college").await;
 
     let rename = RenameDepartmentArgs {
-        department_id: db.ids.department("Languages"),
+        department: Named::id(db.ids.department("Languages")),
         new_name: "Taken Over".into(),
     };
     let error = rename_department(&mut tx, &me, &lakeside, &rename)
@@ -32,9 +33,9 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
     );
 
     let assign = AssignSubjectTeacherArgs {
-        teacher_id: db.ids.user("okello@hill.school"),
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Physics"),
+        teacher: Named::id(db.ids.user("okello@hill.school")),
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(db.ids.subject("Physics")),
     };
     let error = assign_subject_teacher(&mut tx, &me, &lakeside, &assign)
         .await
@@ -42,16 +43,16 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
     assert!(matches!(error, DomainError::NotFound(_)), "{error:?}");
 
     let attendance = RecordAttendanceArgs {
-        class_id: db.ids.class("S1 Blue"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
         date: None,
-        absent_student_ids: vec![db.ids.student("Nakato Sarah")],
+        absent: vec![Named::id(db.ids.student("Nakato Sarah"))],
     };
     let error = record_attendance(&mut tx, &me, &lakeside, &attendance)
         .await
         .unwrap_err();
     assert!(matches!(error, DomainError::NotFound(_)), "{error:?}");
     let roster = GetClassRosterArgs {
-        class_id: db.ids.class("S1 Blue"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
     };
     let error = class_roster(&mut tx, &me, &lakeside, &roster)
         .await
@@ -60,7 +61,7 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
 
     let search = FindStudentsArgs {
         query: "Nakato".into(),
-        class_id: None,
+        class: None,
     };
     assert!(
         find_students(&mut tx, &me, &lakeside, &search)
@@ -69,8 +70,8 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
             .is_empty()
     );
     let by_class = ListTeachingAssignmentsArgs {
-        class_id: Some(db.ids.class("S1 Blue")),
-        teacher_id: None,
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
+        teacher: None,
     };
     assert!(
         list_teaching_assignments(&mut tx, &me, &lakeside, &by_class)
@@ -105,7 +106,8 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
     .fetch_one(tx.connection())
     .await
     .unwrap();
-    assert_eq!((teaching, attendance), (2, 0));
+    // Hill's three demo teaching assignments (Amina teaches S1 Blue and S2 Green Mathematics).
+    assert_eq!((teaching, attendance), (3, 0));
 }
 
 #[tokio::test]

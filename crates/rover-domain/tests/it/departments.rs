@@ -1,5 +1,6 @@
 //! Departments in school mode: list, create, rename, and duplicate names.
 
+use rover_contracts::named::Named;
 use rover_contracts::tools::{CreateDepartmentArgs, NoArgs, RenameDepartmentArgs};
 use rover_domain::testing::TestDb;
 use rover_domain::{DomainError, create_department, list_departments, rename_department};
@@ -57,7 +58,7 @@ async fn the_admin_renames_languages_to_modern_languages() {
     let (mut tx, admin) = as_user(&db, "admin@hill.school").await;
     let languages = db.ids.department("Languages");
     let args = RenameDepartmentArgs {
-        department_id: languages,
+        department: Named::id(languages),
         new_name: "Modern Languages".into(),
     };
     let written = rename_department(&mut tx, &admin, &hill(&db), &args)
@@ -95,7 +96,7 @@ async fn a_duplicate_name_in_the_same_scope_is_a_conflict_and_leaves_the_transac
         "A school-wide department named \"languages\" already exists."
     );
     let rename = RenameDepartmentArgs {
-        department_id: db.ids.department("Mathematics"),
+        department: Named::id(db.ids.department("Mathematics")),
         new_name: "HUMANITIES".into(),
     };
     let error = rename_department(&mut tx, &admin, &hill(&db), &rename)
@@ -109,7 +110,7 @@ async fn a_duplicate_name_in_the_same_scope_is_a_conflict_and_leaves_the_transac
     assert_eq!(listed.len(), 4);
     // Renaming to a different case of its own name is not a conflict.
     let recase = RenameDepartmentArgs {
-        department_id: db.ids.department("Mathematics"),
+        department: Named::id(db.ids.department("Mathematics")),
         new_name: "MATHEMATICS".into(),
     };
     rename_department(&mut tx, &admin, &hill(&db), &recase)

@@ -1,5 +1,6 @@
 //! The director of studies: teaching assignments and results.
 
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     AssignSubjectTeacherArgs, GetResultsSummaryArgs, ListTeachingAssignmentsArgs, MarkEntry,
     RecordMarksArgs,
@@ -13,9 +14,9 @@ use crate::helpers::{as_user, hill};
 
 fn physics_in_s1_blue(db: &TestDb, teacher: &str) -> AssignSubjectTeacherArgs {
     AssignSubjectTeacherArgs {
-        teacher_id: db.ids.user(teacher),
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Physics"),
+        teacher: Named::id(db.ids.user(teacher)),
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(db.ids.subject("Physics")),
     }
 }
 
@@ -51,8 +52,8 @@ async fn the_dos_assigns_okello_to_physics_in_s1_blue_and_he_may_then_record_mar
     assert_eq!(again.change.before.as_ref(), Some(&again.change.after));
 
     let s1_blue = ListTeachingAssignmentsArgs {
-        class_id: Some(db.ids.class("S1 Blue")),
-        teacher_id: None,
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
+        teacher: None,
     };
     let listed: Vec<_> = list_teaching_assignments(&mut tx, &dos, &hill(&db), &s1_blue)
         .await
@@ -72,12 +73,12 @@ async fn the_dos_assigns_okello_to_physics_in_s1_blue_and_he_may_then_record_mar
     // The relationship now holds: okello may record Physics marks for S1 Blue.
     let (mut tx, okello) = as_user(&db, "okello@hill.school").await;
     let args = RecordMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Physics"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
+        subject: Named::id(db.ids.subject("Physics")),
         assessment: "Quiz 1".into(),
-        term_id: None,
+        term: None,
         marks: vec![MarkEntry {
-            student_id: db.ids.student("Mugisha Brian"),
+            student: Named::id(db.ids.student("Mugisha Brian")),
             score: 70.0,
         }],
     };
@@ -105,8 +106,8 @@ async fn only_teachers_can_be_assigned_and_the_teacher_filter_works() {
     );
 
     let okello = ListTeachingAssignmentsArgs {
-        class_id: None,
-        teacher_id: Some(db.ids.user("okello@hill.school")),
+        class: None,
+        teacher: Some(Named::id(db.ids.user("okello@hill.school"))),
     };
     let his = list_teaching_assignments(&mut tx, &dos, &hill(&db), &okello)
         .await
@@ -120,17 +121,17 @@ async fn results_summary_averages_a_terms_marks_per_class_and_subject() {
     let db = TestDb::new().await;
     let (mut tx, amina) = as_user(&db, "amina@hill.school").await;
     let args = RecordMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Mathematics"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
+        subject: Named::id(db.ids.subject("Mathematics")),
         assessment: "Mid-term test".into(),
-        term_id: None,
+        term: None,
         marks: vec![
             MarkEntry {
-                student_id: db.ids.student("Nakato Sarah"),
+                student: Named::id(db.ids.student("Nakato Sarah")),
                 score: 80.0,
             },
             MarkEntry {
-                student_id: db.ids.student("Mugisha Brian"),
+                student: Named::id(db.ids.student("Mugisha Brian")),
                 score: 65.5,
             },
         ],
@@ -155,7 +156,7 @@ async fn results_summary_averages_a_terms_marks_per_class_and_subject() {
     assert_eq!(row.average, 72.75);
 
     let physics = GetResultsSummaryArgs {
-        subject_id: Some(db.ids.subject("Physics")),
+        subject: Some(Named::id(db.ids.subject("Physics"))),
         ..GetResultsSummaryArgs::default()
     };
     let none = results_summary(&mut tx, &dos, &hill(&db), &physics)
@@ -169,7 +170,7 @@ async fn results_summary_averages_a_terms_marks_per_class_and_subject() {
         "Term 1"
     };
     let other = GetResultsSummaryArgs {
-        term_id: Some(db.ids.term(db.ids.hill, other_term)),
+        term: Some(Named::id(db.ids.term(db.ids.hill, other_term))),
         ..GetResultsSummaryArgs::default()
     };
     let other = results_summary(&mut tx, &dos, &hill(&db), &other)

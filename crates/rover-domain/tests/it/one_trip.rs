@@ -271,6 +271,7 @@ async fn answered_alike<T: serde::Serialize + std::fmt::Debug + 'static>(
 /// read is made, with the two-step path's own words.
 #[tokio::test]
 async fn the_searches_answer_what_the_two_step_path_answers() {
+    use rover_contracts::named::Named;
     use rover_contracts::tools::{FindStudentsArgs, ListStaffArgs};
 
     let db = TestDb::new().await;
@@ -281,7 +282,7 @@ async fn the_searches_answer_what_the_two_step_path_answers() {
     };
     let student_args = |query: &str, class: Option<&str>| FindStudentsArgs {
         query: query.to_owned(),
-        class_id: class.map(|name| db.ids.class(name)),
+        class: class.map(|name| Named::id(db.ids.class(name))),
     };
     let mut found = 0;
     for scope in [
@@ -314,7 +315,9 @@ async fn the_searches_answer_what_the_two_step_path_answers() {
                 .await
                 .unwrap();
             tx.rollback().await.unwrap();
-            let read = rover_domain::find_students_in_one_trip(&scope, &args).unwrap();
+            let read = rover_domain::find_students_in_one_trip(&scope, &args)
+                .unwrap()
+                .expect("no class, or a class by id, reads in one trip");
             let one_trip = answered_alike(&pool, &scope, live, read, &two_step).await;
             found += one_trip.len();
         }
@@ -323,6 +326,16 @@ async fn the_searches_answer_what_the_two_step_path_answers() {
     assert!(found > 0, "some searches found someone");
 
     let scope = school_scope(db.ids.hill);
+    // A class by name is resolved first: that takes the two-step path.
+    let by_name = FindStudentsArgs {
+        query: "a".to_owned(),
+        class: Some(Named::name("S1 Blue")),
+    };
+    assert!(
+        rover_domain::find_students_in_one_trip(&scope, &by_name)
+            .unwrap()
+            .is_none()
+    );
     let blank = student_args("   ", None);
     let refused = rover_domain::find_students_in_one_trip(&scope, &blank)
         .expect_err("a blank search text is refused");

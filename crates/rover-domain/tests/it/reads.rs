@@ -1,6 +1,7 @@
 //! The supervisor's reads in school mode: classes, students, enrolment, staff.
 
 use rover_contracts::context::UserType;
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     FindStudentsArgs, GetClassMarks, GetClassMarksArgs, ListClasses, ListStaff, ListStaffArgs,
     MAX_LIST_ROWS, NoArgs, Tool,
@@ -43,7 +44,7 @@ async fn list_classes_shows_campus_class_teacher_and_size() {
                 Some(db.ids.user("amina@hill.school")),
                 5
             ),
-            ("Naalya", "S2 Green", None, 3),
+            ("Naalya", "S2 Green", None, 4),
         ]
     );
 }
@@ -54,9 +55,31 @@ async fn find_students_finds_nakato_by_any_word_order_but_not_by_wildcards() {
     let (mut tx, me) = as_user(&db, "bursar@hill.school").await;
     let find = |query: &str, class| FindStudentsArgs {
         query: query.into(),
-        class_id: class,
+        class,
     };
-    for query in ["Nakato", "sarah NAKATO", "KHS/0001"] {
+    // "Nakato" alone also finds Nakato Mary (S2 Green) in the demo data.
+    let both: Vec<_> = find_students(&mut tx, &me, &hill(&db), &find("Nakato", None))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.student.name, s.class.name, s.admission_number))
+        .collect();
+    assert_eq!(
+        both,
+        [
+            (
+                "Nakato Mary".to_owned(),
+                "S2 Green".to_owned(),
+                "KHS/0016".to_owned()
+            ),
+            (
+                "Nakato Sarah".to_owned(),
+                "S1 Blue".to_owned(),
+                "KHS/0001".to_owned()
+            ),
+        ]
+    );
+    for query in ["Nakato Sarah", "sarah NAKATO", "KHS/0001"] {
         let found = find_students(&mut tx, &me, &hill(&db), &find(query, None))
             .await
             .unwrap();
@@ -78,7 +101,7 @@ async fn find_students_finds_nakato_by_any_word_order_but_not_by_wildcards() {
         &mut tx,
         &me,
         &hill(&db),
-        &find("a", Some(db.ids.class("S2 Red"))),
+        &find("a", Some(Named::id(db.ids.class("S2 Red")))),
     )
     .await
     .unwrap();
@@ -93,13 +116,13 @@ async fn enrollment_summary_counts_per_campus_and_class() {
     let summary = enrollment_summary(&mut tx, &me, &hill(&db), &NoArgs {})
         .await
         .unwrap();
-    assert_eq!(summary.total, 15);
+    assert_eq!(summary.total, 16);
     let by_campus: Vec<_> = summary
         .by_campus
         .iter()
         .map(|c| (c.name.as_str(), c.students))
         .collect();
-    assert_eq!(by_campus, [("Kololo", 7), ("Naalya", 8)]);
+    assert_eq!(by_campus, [("Kololo", 7), ("Naalya", 9)]);
     let by_class: Vec<_> = summary
         .by_class
         .iter()
@@ -111,7 +134,7 @@ async fn enrollment_summary_counts_per_campus_and_class() {
             ("S1 Gold", 4),
             ("S2 Red", 3),
             ("S1 Blue", 5),
-            ("S2 Green", 3)
+            ("S2 Green", 4)
         ]
     );
 }
@@ -236,9 +259,9 @@ async fn listings_return_at_most_max_rows_and_say_how_many_there_are() {
 
     let amina = db.ids.actor("amina@hill.school");
     let read = GetClassMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Mathematics"),
-        term_id: None,
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(db.ids.subject("Mathematics")),
+        term: None,
     };
     let marks = class_marks(&mut tx, &amina, &hill(&db), &read)
         .await

@@ -72,7 +72,7 @@ async fn every_table_with_a_school_id_has_row_level_security_enabled_and_forced(
 #[tokio::test]
 async fn a_query_without_a_where_sees_only_the_current_school() {
     let db = TestDb::new().await;
-    for (school, departments, students) in [(db.ids.hill, 4, 15), (db.ids.lakeside, 1, 3)] {
+    for (school, departments, students) in [(db.ids.hill, 4, 16), (db.ids.lakeside, 1, 3)] {
         let mut tx = tenant(&db, school).await;
         let schools: Vec<Uuid> = sqlx::query_scalar("SELECT school_id FROM departments")
             .fetch_all(tx.connection())

@@ -244,8 +244,12 @@ async fn user_details_capabilities_and_teaching_maps_come_from_live_rows() {
         .unwrap();
     assert_eq!(amina.class_teacher_of.len(), 1);
     assert_eq!(amina.class_teacher_of[0].name, "S1 Blue");
-    assert_eq!(amina.teaches.len(), 1);
+    // Mathematics to S1 Blue and (in the demo data) to S2 Green.
+    assert_eq!(amina.teaches.len(), 2);
+    assert_eq!(amina.teaches[0].class.name, "S1 Blue");
     assert_eq!(amina.teaches[0].subjects[0].name, "Mathematics");
+    assert_eq!(amina.teaches[1].class.name, "S2 Green");
+    assert_eq!(amina.teaches[1].subjects[0].name, "Mathematics");
     let okello = teaching_map(&mut tx, db.ids.user("okello@hill.school"))
         .await
         .unwrap()

@@ -2,6 +2,7 @@
 //! teachers own the marks of what they teach.
 
 use chrono::Days;
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     GetClassMarksArgs, GetClassRosterArgs, MarkEntry, NoArgs, RecordAttendanceArgs, RecordMarksArgs,
 };
@@ -15,22 +16,22 @@ use crate::helpers::{as_user, hill, today};
 
 fn absent(db: &TestDb, class: &str, names: &[&str]) -> RecordAttendanceArgs {
     RecordAttendanceArgs {
-        class_id: db.ids.class(class),
+        class: Some(Named::id(db.ids.class(class))),
         date: None,
-        absent_student_ids: names.iter().map(|n| db.ids.student(n)).collect(),
+        absent: names.iter().map(|n| Named::id(db.ids.student(n))).collect(),
     }
 }
 
 fn marks(db: &TestDb, subject: &str, scores: &[(&str, f64)]) -> RecordMarksArgs {
     RecordMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject(subject),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
+        subject: Named::id(db.ids.subject(subject)),
         assessment: "Mid-term test".into(),
-        term_id: None,
+        term: None,
         marks: scores
             .iter()
             .map(|(name, score)| MarkEntry {
-                student_id: db.ids.student(name),
+                student: Named::id(db.ids.student(name)),
                 score: *score,
             })
             .collect(),
@@ -42,7 +43,7 @@ async fn amina_sees_her_roster_and_records_attendance_with_nakato_absent() {
     let db = TestDb::new().await;
     let (mut tx, amina) = as_user(&db, "amina@hill.school").await;
     let roster = GetClassRosterArgs {
-        class_id: db.ids.class("S1 Blue"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
     };
     let roster = class_roster(&mut tx, &amina, &hill(&db), &roster)
         .await
@@ -121,7 +122,7 @@ async fn okello_cannot_take_the_roster_or_attendance_of_s1_blue() {
         "Permission denied: you are not the class teacher of S1 Blue."
     );
     let roster = GetClassRosterArgs {
-        class_id: db.ids.class("S1 Blue"),
+        class: Some(Named::id(db.ids.class("S1 Blue"))),
     };
     let error = class_roster(&mut tx, &okello, &hill(&db), &roster)
         .await
@@ -147,7 +148,7 @@ async fn attendance_refuses_students_of_other_classes_and_future_days() {
     for stranger in [
         absent(&db, "S1 Blue", &["Kizza Ivan"]),
         RecordAttendanceArgs {
-            absent_student_ids: vec![db.ids.student("Ochieng Paul")],
+            absent: vec![Named::id(db.ids.student("Ochieng Paul"))],
             ..absent(&db, "S1 Blue", &[])
         },
     ] {
@@ -204,9 +205,9 @@ async fn amina_records_and_reads_mathematics_marks_for_s1_blue() {
     assert_eq!(again.change.after["scores"][&nakato], 81.0);
 
     let read = GetClassMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Mathematics"),
-        term_id: None,
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(db.ids.subject("Mathematics")),
+        term: None,
     };
     let marks = class_marks(&mut tx, &amina, &hill(&db), &read)
         .await
@@ -238,9 +239,9 @@ async fn amina_cannot_record_or_read_physics_marks() {
         "Permission denied: you do not teach Physics to S1 Blue this academic year."
     );
     let read = GetClassMarksArgs {
-        class_id: db.ids.class("S1 Blue"),
-        subject_id: db.ids.subject("Physics"),
-        term_id: None,
+        class: Named::id(db.ids.class("S1 Blue")),
+        subject: Named::id(db.ids.subject("Physics")),
+        term: None,
     };
     let error = class_marks(&mut tx, &amina, &hill(&db), &read)
         .await
@@ -290,10 +291,15 @@ async fn list_my_classes_lists_only_the_actors_own() {
     let mine = list_my_classes(&mut tx, &amina, &hill(&db), &NoArgs {})
         .await
         .unwrap();
-    assert_eq!(mine.len(), 1);
+    // Amina teaches Mathematics to S1 Blue (her own class) and, in the demo data, to S2 Green.
+    assert_eq!(mine.len(), 2);
     assert_eq!(mine[0].class.name, "S1 Blue");
     assert!(mine[0].is_class_teacher);
     let subjects: Vec<_> = mine[0].subjects.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(subjects, ["Mathematics"]);
+    assert_eq!(mine[1].class.name, "S2 Green");
+    assert!(!mine[1].is_class_teacher);
+    let subjects: Vec<_> = mine[1].subjects.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(subjects, ["Mathematics"]);
 
     let okello = db.ids.actor("okello@hill.school");
