@@ -23,7 +23,22 @@ pub enum AgentToolResult<T> {
     Error {
         /// A plain sentence.
         error: String,
+        /// When it failed because it could not tell which thing the staff member meant (a name
+        /// that fits two students, or none): the question to ask them, with the candidates as
+        /// choices. The worker asks it (as an `ask_user` call) instead of handing it to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ask: Option<Ask>,
     },
+}
+
+/// A question for the staff member that a failed call raises: which of these did you mean?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Ask {
+    /// One short question ("Which Nakato do you mean?").
+    pub question: String,
+    /// The candidates, each as it can be said back unambiguously ("Nakato Sarah (S1 Blue)").
+    pub choices: Vec<String>,
 }
 
 impl<T> AgentToolResult<T> {
@@ -39,6 +54,23 @@ impl<T> AgentToolResult<T> {
     pub fn error(error: impl Into<String>) -> Self {
         Self::Error {
             error: error.into(),
+            ask: None,
+        }
+    }
+
+    /// A failure that raises a question for the staff member.
+    pub fn error_asking(error: impl Into<String>, ask: Ask) -> Self {
+        Self::Error {
+            error: error.into(),
+            ask: Some(ask),
+        }
+    }
+
+    /// The question a failure raises, if any.
+    pub fn ask(&self) -> Option<&Ask> {
+        match self {
+            Self::Error { ask, .. } => ask.as_ref(),
+            Self::Data { .. } => None,
         }
     }
 
@@ -57,7 +89,7 @@ impl<T> AgentToolResult<T> {
                 data: f(data),
                 scope_context,
             },
-            Self::Error { error } => AgentToolResult::Error { error },
+            Self::Error { error, ask } => AgentToolResult::Error { error, ask },
         }
     }
 }
@@ -104,6 +136,15 @@ mod tests {
         assert_eq!(ok, AgentToolResult::data(vec![1], "x"));
         let err: AgentToolResult<Vec<u8>> = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
         assert!(err.is_error());
+        let asking: AgentToolResult<Vec<u8>> = serde_json::from_str(
+            r#"{"error":"no","ask":{"question":"Which?","choices":["A (S1)","A (S2)"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(asking.ask().map(|a| a.choices.len()), Some(2));
+        assert_eq!(
+            asking.to_model_string(),
+            r#"{"error":"no","ask":{"question":"Which?","choices":["A (S1)","A (S2)"]}}"#
+        );
         assert!(serde_json::from_str::<AgentToolResult<Vec<u8>>>(r#"{"data":[1]}"#).is_err());
         assert!(
             serde_json::from_str::<AgentToolResult<Vec<u8>>>(

@@ -51,6 +51,9 @@ error_codes! {
     UnknownTool = "unknown_tool", 404;
     /// The change conflicts with existing data (a duplicate name, say).
     Conflict = "conflict", 409;
+    /// A name fits more than one thing in the caller's scope (two students called Nakato): the
+    /// candidates come with the error, and nothing was done.
+    Ambiguous = "ambiguous", 409;
     /// The chat already has a reply in progress: one turn at a time per thread.
     TurnInProgress = "turn_in_progress", 409;
     /// An approval answer matches no approval request waiting in the caller's chat (forged,

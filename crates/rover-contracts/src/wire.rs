@@ -365,6 +365,8 @@ pub enum ToolOutcome {
     NotFound,
     /// Conflicts with existing data.
     Conflict,
+    /// A name fits more than one thing in scope: nothing ran, and the error asks which.
+    Ambiguous,
     /// A write the school's policy says needs the staff member's approval, sent without one
     /// bound to this very call: nothing ran.
     ApprovalRequired,
@@ -374,7 +376,7 @@ pub enum ToolOutcome {
 
 impl ToolOutcome {
     /// The outcome as a metric label (`ok`, `denied`, `invalid`, `not_found`, `conflict`,
-    /// `approval_required`, `error`).
+    /// `ambiguous`, `approval_required`, `error`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
@@ -382,6 +384,7 @@ impl ToolOutcome {
             Self::Invalid => "invalid",
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
+            Self::Ambiguous => "ambiguous",
             Self::ApprovalRequired => "approval_required",
             Self::Error => "error",
         }

@@ -8,18 +8,21 @@ use rover_contracts::tools::{AttendanceRecorded, RecordAttendanceArgs};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::calendar::today;
+use crate::calendar::{ensure_in_current_term, today};
 use crate::classes::students_of;
-use crate::lookup::{class_in_scope, count, ensure_class_teacher};
+use crate::lookup::{count, own_class};
+use crate::resolve::{self, Resolved};
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
-/// Records one day's attendance for a class the actor is class teacher of: the listed students
-/// absent, every other student of the class present. The day defaults to today in the school's
-/// time zone and cannot be in the future; recording a day again replaces it.
+/// Records one day's attendance for a class the actor is class teacher of (the one named, or their
+/// only class): the named students absent, every other student of the class present. The day
+/// defaults to today in the school's time zone; it cannot be in the future, nor outside the
+/// current term (a date the staff member did not say must never be written). Recording a day
+/// again replaces it. Students are looked for in the class only, after the ownership check.
 ///
 /// The audit change is keyed by the class; `before` holds the day's earlier absentees, if the day
-/// was recorded before.
+/// was recorded before; `named` the words that named the class and the absentees.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn record_attendance(
     tx: &mut TenantTx,
@@ -28,8 +31,7 @@ pub async fn record_attendance(
     args: &RecordAttendanceArgs,
 ) -> Result<Written<AttendanceRecorded>, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let class = class_in_scope(tx, campus, args.class_id).await?;
-    ensure_class_teacher(actor, &class)?;
+    let (class, class_named) = own_class(tx, actor, campus, args.class.as_ref()).await?;
     let today = today(tx).await?;
     let date = args.date.unwrap_or(today);
     if date > today {
@@ -37,22 +39,21 @@ pub async fn record_attendance(
             "Attendance cannot be recorded for {date}: that day has not happened yet."
         )));
     }
+    ensure_in_current_term(tx, date).await?;
 
     let students = students_of(tx, class.id).await?;
-    let absent_ids: BTreeSet<Uuid> = args
-        .absent_student_ids
+    let place = format!("in {}", class.name);
+    let named = resolve::students(tx, &[class.id], Some(&place), &args.absent).await?;
+    if let Some(stranger) = named
         .iter()
-        .map(rover_contracts::ids::StudentId::as_uuid)
-        .collect();
-    if let Some(stranger) = absent_ids
-        .iter()
-        .find(|id| !students.iter().any(|s| s.id.as_uuid() == **id))
+        .find(|r| !students.iter().any(|s| s.id.as_uuid() == r.id))
     {
         return Err(DomainError::Invalid(format!(
-            "Student {stranger} is not in {}.",
-            class.name
+            "Student {} is not in {}.",
+            stranger.said, class.name
         )));
     }
+    let absent_ids: BTreeSet<Uuid> = named.iter().map(|r| r.id).collect();
 
     let ids: Vec<Uuid> = students.iter().map(|s| s.id.as_uuid()).collect();
     let before: Vec<(Uuid, bool)> = sqlx::query_as(
@@ -97,6 +98,11 @@ pub async fn record_attendance(
             subject_id: class.id.to_string(),
             before,
             after: day_json(date, &absent_ids.iter().copied().collect::<Vec<_>>()),
+            named: Some(json!({
+                "class": class_named.as_ref().map(Resolved::audit),
+                "absent": named.iter().map(Resolved::audit).collect::<Vec<_>>(),
+                "date": args.date,
+            })),
         },
         output: AttendanceRecorded {
             class: class.to_ref(),

@@ -16,6 +16,9 @@ pub struct AuditChange {
     pub before: Option<Value>,
     /// Its state after.
     pub after: Value,
+    /// The words the caller named things by, and the ids they resolved to (`{"class": {"said":
+    /// "S1 Blue", "id": …}, "absent": [...]}`); `None` when nothing was named.
+    pub named: Option<Value>,
 }
 
 /// The result of a write: the output the caller returns, and the change it should audit.
@@ -51,8 +54,8 @@ pub async fn record(tx: &mut TenantTx, entry: &AuditEntry<'_>) -> Result<(), Dom
     let school = tx.school_uuid();
     sqlx::query(
         "INSERT INTO audit_log (school_id, campus_id, actor_user_id, actor_email, event, \
-         subject_id, call_id, trace_id, before, after) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         subject_id, call_id, trace_id, before, after, named) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(school)
     .bind(entry.scope.run_mode.campus().map(|c| c.id.as_uuid()))
@@ -64,6 +67,7 @@ pub async fn record(tx: &mut TenantTx, entry: &AuditEntry<'_>) -> Result<(), Dom
     .bind(entry.trace_id)
     .bind(&entry.change.before)
     .bind(&entry.change.after)
+    .bind(&entry.change.named)
     .execute(tx.connection())
     .await?;
     Ok(())

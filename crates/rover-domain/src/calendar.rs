@@ -68,6 +68,38 @@ pub(crate) async fn today(tx: &mut TenantTx) -> Result<NaiveDate, DomainError> {
     )
 }
 
+/// Refuses `date` unless it falls in the current term (the latest term of the current academic
+/// year that has started): a write never lands on a day outside it, such as a date a model made
+/// up.
+pub(crate) async fn ensure_in_current_term(
+    tx: &mut TenantTx,
+    date: NaiveDate,
+) -> Result<(), DomainError> {
+    let term: Option<(String, NaiveDate, NaiveDate)> = sqlx::query_as(
+        "SELECT t.name, t.starts_on, t.ends_on FROM terms t \
+         JOIN academic_years y ON y.school_id = t.school_id AND y.id = t.academic_year_id \
+         JOIN schools s ON s.id = t.school_id \
+         WHERE y.starts_on <= (now() AT TIME ZONE s.time_zone)::date \
+           AND t.starts_on <= (now() AT TIME ZONE s.time_zone)::date \
+         ORDER BY y.starts_on DESC, t.starts_on DESC LIMIT 1",
+    )
+    .fetch_optional(tx.connection())
+    .await?;
+    match term {
+        Some((_, starts, ends)) if (starts..=ends).contains(&date) => Ok(()),
+        Some((name, starts, ends)) => Err(DomainError::Invalid(format!(
+            "Not done: {date} is not in the current term ({name}, {starts} to {ends}). Nothing \
+             was recorded. Leave the date out for today, or ask the staff member which day they \
+             meant."
+        ))),
+        None => Err(DomainError::Invalid(
+            "Not done: no term of the current academic year has started, so nothing can be \
+             recorded yet."
+                .to_owned(),
+        )),
+    }
+}
+
 /// The current academic year, if the school has one.
 pub(crate) async fn find_current_year(tx: &mut TenantTx) -> Result<Option<Year>, DomainError> {
     Ok(sqlx::query_as(

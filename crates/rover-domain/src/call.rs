@@ -464,6 +464,7 @@ pub async fn commit_write(
         text_or_null(entry.trace_id),
         json_or_null(entry.change.before.as_ref()),
         json_or_null(Some(&entry.change.after)),
+        json_or_null(entry.change.named.as_ref()),
         json_or_null(Some(reply)),
     ];
     tx.finish(format!(

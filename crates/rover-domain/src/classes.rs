@@ -10,7 +10,7 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::call::{OneTripRead, ReadArg, campus_arg};
-use crate::lookup::{class_in_scope, count, ensure_class_teacher};
+use crate::lookup::{count, own_class};
 use crate::tenant::campus_of;
 use crate::{Actor, DomainError, TenantTx};
 
@@ -95,7 +95,8 @@ fn class_list(rows: Vec<ClassSummaryRow>) -> ClassList {
     }
 }
 
-/// The students of a class, by name. Only its class teacher may see it.
+/// The students of a class (the one named, or the caller's only class), by name. Only its class
+/// teacher may see it.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn class_roster(
     tx: &mut TenantTx,
@@ -104,8 +105,7 @@ pub async fn class_roster(
     args: &GetClassRosterArgs,
 ) -> Result<ClassRoster, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let class = class_in_scope(tx, campus, args.class_id).await?;
-    ensure_class_teacher(actor, &class)?;
+    let (class, _) = own_class(tx, actor, campus, args.class.as_ref()).await?;
     let students = students_of(tx, class.id).await?;
     Ok(ClassRoster {
         class: class.to_ref(),

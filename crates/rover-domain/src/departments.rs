@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::call::{OneTripRead, campus_arg};
 use crate::lookup::clean_text;
+use crate::resolve;
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
@@ -115,6 +116,7 @@ pub async fn create_department(
             subject_id: id.to_string(),
             before: None,
             after: serde_json::to_value(&department).unwrap_or_default(),
+            named: None,
         },
         output: department,
     })
@@ -131,11 +133,12 @@ pub async fn rename_department(
 ) -> Result<Written<RenamedDepartment>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let new_name = clean_text(&args.new_name, "department name", MAX_NAME)?;
+    let named = resolve::department(tx, campus, &args.department).await?;
     let current: DepartmentRow = sqlx::query_as(&format!(
         "{SELECT_DEPARTMENT} WHERE d.id = $1 \
          AND ($2::uuid IS NULL OR d.campus_id IS NULL OR d.campus_id = $2) FOR UPDATE OF d"
     ))
-    .bind(args.department_id.as_uuid())
+    .bind(named.id)
     .bind(campus)
     .fetch_optional(tx.connection())
     .await?
@@ -175,6 +178,7 @@ pub async fn rename_department(
             subject_id: department.id.to_string(),
             before: Some(serde_json::to_value(&before).unwrap_or_default()),
             after: serde_json::to_value(&department).unwrap_or_default(),
+            named: Some(serde_json::json!({ "department": named.audit() })),
         },
         output: RenamedDepartment {
             department,

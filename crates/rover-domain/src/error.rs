@@ -21,6 +21,10 @@ pub enum DomainError {
     /// The arguments make no sense for the data (a student who is not in the class, a score of 120).
     #[error("{0}")]
     Invalid(String),
+    /// A name fits two or more rows in scope, or none: nothing was done, and the error carries
+    /// the question to ask the staff member ([`crate::resolve`]).
+    #[error("{0}")]
+    Unresolved(crate::resolve::Unresolved),
     /// The database failed; the cause is in the source chain, never in the message.
     #[error("The school database could not complete the request.")]
     Database(#[from] sqlx::Error),
@@ -34,10 +38,20 @@ impl DomainError {
             DomainError::Denied(_) => ErrorCode::PermissionDenied,
             DomainError::Conflict(_) => ErrorCode::Conflict,
             DomainError::Invalid(_) => ErrorCode::InvalidArguments,
+            DomainError::Unresolved(unresolved) if unresolved.ambiguous => ErrorCode::Ambiguous,
+            DomainError::Unresolved(_) => ErrorCode::NotFound,
             DomainError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 ErrorCode::Unavailable
             }
             DomainError::Database(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The question this failure raises for the staff member, if any.
+    pub fn ask(&self) -> Option<rover_contracts::Ask> {
+        match self {
+            DomainError::Unresolved(unresolved) => unresolved.ask(),
+            _ => None,
         }
     }
 

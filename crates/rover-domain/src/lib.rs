@@ -11,6 +11,8 @@
 //!   [`find_students`], [`enrollment_summary`], [`list_staff`], [`class_roster`],
 //!   [`record_attendance`], [`list_my_classes`], [`record_marks`], [`class_marks`],
 //!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
+//! - [`resolve`]: a class, student, subject, teacher, department or term named as staff say it
+//!   (or by id) becomes one row in scope, or a question — the tools take names through it;
 //! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`].
 //!
 //! A turn's own storage (threads, history, journal, events, open turns, approvals, token usage)
@@ -47,6 +49,7 @@ mod marks;
 pub mod policy;
 pub mod pool;
 pub mod provision;
+pub mod resolve;
 pub mod seed;
 mod staff;
 mod students;

@@ -3,10 +3,12 @@
 
 use rover_contracts::context::{ClassRef, SubjectRef};
 use rover_contracts::ids::{ClassId, SubjectId};
+use rover_contracts::named::Named;
 use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::calendar::Year;
+use crate::resolve::{self, Resolved, Unresolved};
 use crate::{Actor, DomainError, TenantTx};
 
 /// A class, with what the checks need.
@@ -57,6 +59,73 @@ pub(crate) async fn class_in_scope(
     .fetch_optional(tx.connection())
     .await?
     .ok_or_else(|| DomainError::not_found("class"))
+}
+
+/// The class `named` names (a name as staff say it, or an id), if it is in scope; with what
+/// named it.
+pub(crate) async fn named_class(
+    tx: &mut TenantTx,
+    campus: Option<Uuid>,
+    named: &Named<ClassId>,
+) -> Result<(ClassRow, Resolved), DomainError> {
+    let resolved = resolve::class(tx, campus, named).await?;
+    let class = class_in_scope(tx, campus, ClassId::from_uuid(resolved.id)).await?;
+    let resolved = Resolved {
+        name: class.name.clone(),
+        ..resolved
+    };
+    Ok((class, resolved))
+}
+
+/// The class a class teacher means: the one `named`, which must be theirs; or, named by no one,
+/// the one class they are class teacher of (in scope). Several: which one is asked.
+pub(crate) async fn own_class(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    campus: Option<Uuid>,
+    named: Option<&Named<ClassId>>,
+) -> Result<(ClassRow, Option<Resolved>), DomainError> {
+    if let Some(named) = named {
+        let (class, resolved) = named_class(tx, campus, named).await?;
+        ensure_class_teacher(actor, &class)?;
+        return Ok((class, Some(resolved)));
+    }
+    let mut own: Vec<ClassRow> = sqlx::query_as(
+        "SELECT id, name, class_teacher_id FROM classes \
+         WHERE class_teacher_id = $1 AND ($2::uuid IS NULL OR campus_id = $2) ORDER BY name, id",
+    )
+    .bind(actor.uuid())
+    .bind(campus)
+    .fetch_all(tx.connection())
+    .await?;
+    match own.len() {
+        0 => Err(DomainError::Denied(
+            "you are not the class teacher of any class".to_owned(),
+        )),
+        1 => Ok((own.remove(0), None)),
+        _ => Err(DomainError::Unresolved(Unresolved {
+            kind: "class",
+            said: "your class".to_owned(),
+            place: None,
+            choices: own.iter().map(|c| c.name.clone()).collect(),
+            ambiguous: true,
+        })),
+    }
+}
+
+/// The subject `named` names, if it is in scope (its department school-wide or the campus's).
+pub(crate) async fn named_subject(
+    tx: &mut TenantTx,
+    campus: Option<Uuid>,
+    named: &Named<SubjectId>,
+) -> Result<(SubjectRow, Resolved), DomainError> {
+    let resolved = resolve::subject(tx, campus, named).await?;
+    let subject = subject_in_scope(tx, campus, SubjectId::from_uuid(resolved.id)).await?;
+    let resolved = Resolved {
+        name: subject.name.clone(),
+        ..resolved
+    };
+    Ok((subject, resolved))
 }
 
 /// The subject with this id.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use rover_contracts::context::{CallScope, ClassRef, SubjectRef};
 use rover_contracts::ids::{ClassId, StudentId, SubjectId, TermId};
+use rover_contracts::named::Named;
 use rover_contracts::tools::{
     ClassMarks, GetClassMarksArgs, GetResultsSummaryArgs, MAX_LIST_ROWS, MarkRow, MarksRecorded,
     RecordMarksArgs, ResultsRow, ResultsSummary, StudentRef,
@@ -15,16 +16,19 @@ use uuid::Uuid;
 
 use crate::calendar::{TermRow, Year, current_year, term_or_current};
 use crate::lookup::{
-    ClassRow, SubjectRow, class_in_scope, clean_text, count, ensure_teaches, subject,
+    ClassRow, SubjectRow, clean_text, count, ensure_teaches, named_class, subject,
 };
+use crate::resolve::{self, Resolved};
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
 /// Records scores (0–100) for one assessment of a subject the actor teaches to the class this
-/// academic year, in a term of this academic year (the current term by default). A student's
-/// earlier score for the same assessment is replaced.
+/// academic year, in a term of this academic year (the current term by default). The class is
+/// the one named or, when none is, the one class of the actor's for that subject that holds the
+/// named students. A student's earlier score for the same assessment is replaced.
 ///
-/// The audit change is keyed by the class; `before` holds the replaced scores, if any.
+/// The audit change is keyed by the class; `before` holds the replaced scores, if any; `named`
+/// the words that named the class, subject, term and students.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn record_marks(
     tx: &mut TenantTx,
@@ -34,20 +38,28 @@ pub async fn record_marks(
 ) -> Result<Written<MarksRecorded>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let assessment = clean_text(&args.assessment, "assessment name", 100)?;
-    let scores = scores(args)?;
-    let Taught {
-        class,
-        subject,
-        term,
-    } = taught(
+    check_scores(args)?;
+    let students: Vec<_> = args.marks.iter().map(|m| m.student.clone()).collect();
+    let (
+        Taught {
+            class,
+            subject,
+            term,
+        },
+        named,
+    ) = taught(
         tx,
         actor,
         campus,
-        args.class_id,
-        args.subject_id,
-        args.term_id,
+        Teaching {
+            class: args.class.as_ref(),
+            subject: &args.subject,
+            term: args.term.as_ref(),
+            students: &students,
+        },
     )
     .await?;
+    let scores = scores(args, &named.students)?;
 
     let ids: Vec<Uuid> = scores.keys().copied().collect();
     let enrolled: Vec<Uuid> =
@@ -56,10 +68,10 @@ pub async fn record_marks(
             .bind(&ids)
             .fetch_all(tx.connection())
             .await?;
-    if let Some(stranger) = ids.iter().find(|id| !enrolled.contains(id)) {
+    if let Some(stranger) = named.students.iter().find(|r| !enrolled.contains(&r.id)) {
         return Err(DomainError::Invalid(format!(
-            "Student {stranger} is not in {}.",
-            class.name
+            "Student {} is not in {}.",
+            stranger.said, class.name
         )));
     }
 
@@ -104,6 +116,7 @@ pub async fn record_marks(
             subject_id: class.id.to_string(),
             before: (!before.is_empty()).then(|| snapshot(&before.into_iter().collect())),
             after: snapshot(&scores),
+            named: Some(named.audit()),
         },
         output: MarksRecorded {
             class: class.to_ref(),
@@ -126,17 +139,23 @@ pub async fn class_marks(
     args: &GetClassMarksArgs,
 ) -> Result<ClassMarks, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let Taught {
-        class,
-        subject,
-        term,
-    } = taught(
+    let (
+        Taught {
+            class,
+            subject,
+            term,
+        },
+        _,
+    ) = taught(
         tx,
         actor,
         campus,
-        args.class_id,
-        args.subject_id,
-        args.term_id,
+        Teaching {
+            class: Some(&args.class),
+            subject: &args.subject,
+            term: args.term.as_ref(),
+            students: &[],
+        },
     )
     .await?;
     let rows: Vec<(Uuid, String, String, f64, i64)> = sqlx::query_as(
@@ -193,7 +212,15 @@ pub async fn results_summary(
 ) -> Result<ResultsSummary, DomainError> {
     let campus = campus_of(tx, scope)?;
     let year = current_year(tx).await?;
-    let term = term_or_current(tx, &year, args.term_id).await?;
+    let term = named_term(tx, &year, args.term.as_ref()).await?.0;
+    let class = match &args.class {
+        Some(named) => Some(resolve::class(tx, campus, named).await?.id),
+        None => None,
+    };
+    let subject = match &args.subject {
+        Some(named) => Some(resolve::subject(tx, campus, named).await?.id),
+        None => None,
+    };
     let rows: Vec<ResultsDbRow> = sqlx::query_as(
         "SELECT k.id AS class_id, k.name AS class_name, sj.id AS subject_id, sj.name AS subject_name, \
                 count(*) AS marks, round(avg(m.score), 2)::float8 AS average \
@@ -206,8 +233,8 @@ pub async fn results_summary(
          GROUP BY k.id, k.name, sj.id, sj.name ORDER BY k.name, sj.name",
     )
     .bind(term.id)
-    .bind(args.class_id.map(|id| id.as_uuid()))
-    .bind(args.subject_id.map(|id| id.as_uuid()))
+    .bind(class)
+    .bind(subject)
     .bind(campus)
     .fetch_all(tx.connection())
     .await?;
@@ -238,26 +265,143 @@ struct Taught {
     term: TermRow,
 }
 
-/// Resolves and checks the relationship of the subject-teacher tools.
+/// What the subject-teacher tools name: a class (or none: the students' tell it), a subject, a
+/// term (or none: the current one) and students.
+struct Teaching<'a> {
+    class: Option<&'a Named<ClassId>>,
+    subject: &'a Named<SubjectId>,
+    term: Option<&'a Named<TermId>>,
+    students: &'a [Named<StudentId>],
+}
+
+/// What each named argument resolved to, for the audit row.
+struct NamedTeaching {
+    class: Option<Resolved>,
+    subject: Resolved,
+    term: Option<Resolved>,
+    students: Vec<Resolved>,
+}
+
+impl NamedTeaching {
+    fn audit(&self) -> serde_json::Value {
+        json!({
+            "class": self.class.as_ref().map(Resolved::audit),
+            "subject": self.subject.audit(),
+            "term": self.term.as_ref().map(Resolved::audit),
+            "students": self.students.iter().map(Resolved::audit).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Resolves and checks the relationship of the subject-teacher tools: the actor must teach the
+/// subject to the class this year. Students are looked for only in classes the actor teaches the
+/// subject to — the named class, or, with none named, all of them — after that check.
 async fn taught(
     tx: &mut TenantTx,
     actor: &Actor,
     campus: Option<Uuid>,
-    class_id: ClassId,
-    subject_id: SubjectId,
-    term_id: Option<TermId>,
-) -> Result<Taught, DomainError> {
-    let class = class_in_scope(tx, campus, class_id).await?;
-    let subject = subject(tx, subject_id).await?;
+    named: Teaching<'_>,
+) -> Result<(Taught, NamedTeaching), DomainError> {
+    let said_subject = resolve::subject(tx, campus, named.subject).await?;
+    let subject = subject(tx, SubjectId::from_uuid(said_subject.id)).await?;
     let year = current_year(tx).await?;
-    ensure_teaches(tx, actor, &class, &subject, &year).await?;
-    let term = term_or_current(tx, &year, term_id).await?;
+    let (class, said_class, students) = match named.class {
+        Some(said) => {
+            let (class, resolved) = named_class(tx, campus, said).await?;
+            ensure_teaches(tx, actor, &class, &subject, &year).await?;
+            let place = format!("in {}", class.name);
+            let students = resolve::students(tx, &[class.id], Some(&place), named.students).await?;
+            (class, Some(resolved), students)
+        }
+        None => {
+            let (class, students) =
+                class_of_students(tx, actor, campus, &subject, &year, named.students).await?;
+            (class, None, students)
+        }
+    };
+    let (term, said_term) = named_term(tx, &year, named.term).await?;
     ensure_in_year(&term, &year)?;
-    Ok(Taught {
-        class,
-        subject,
-        term,
+    Ok((
+        Taught {
+            class,
+            subject,
+            term,
+        },
+        NamedTeaching {
+            class: said_class,
+            subject: said_subject,
+            term: said_term,
+            students,
+        },
+    ))
+}
+
+/// With no class named: the class of the actor's for `subject` (this year, in scope) that holds
+/// every named student — their only one, or the one the students are in.
+async fn class_of_students(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    campus: Option<Uuid>,
+    subject: &SubjectRow,
+    year: &Year,
+    named: &[Named<StudentId>],
+) -> Result<(ClassRow, Vec<Resolved>), DomainError> {
+    let classes: Vec<ClassRow> = sqlx::query_as(
+        "SELECT k.id, k.name, k.class_teacher_id FROM teaching_assignments t \
+         JOIN classes k ON k.school_id = t.school_id AND k.id = t.class_id \
+         WHERE t.teacher_id = $1 AND t.subject_id = $2 AND t.academic_year_id = $3 \
+           AND ($4::uuid IS NULL OR k.campus_id = $4) ORDER BY k.name, k.id",
+    )
+    .bind(actor.uuid())
+    .bind(subject.id)
+    .bind(year.id)
+    .bind(campus)
+    .fetch_all(tx.connection())
+    .await?;
+    if classes.is_empty() {
+        return Err(DomainError::Denied(format!(
+            "you do not teach {} to any class this academic year",
+            subject.name
+        )));
+    }
+    let ids: Vec<Uuid> = classes.iter().map(|c| c.id).collect();
+    let place = format!("in your {} classes", subject.name);
+    let students = resolve::students(tx, &ids, Some(&place), named).await?;
+    let homes: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT DISTINCT class_id FROM students WHERE id = ANY($1) AND class_id = ANY($2)",
+    )
+    .bind(students.iter().map(|s| s.id).collect::<Vec<_>>())
+    .bind(&ids)
+    .fetch_all(tx.connection())
+    .await?;
+    let class = match (homes.as_slice(), classes.as_slice()) {
+        ([home], _) => classes.iter().find(|c| c.id == *home).cloned(),
+        ([], [only]) => Some(only.clone()),
+        _ => None,
+    };
+    class.map(|class| (class, students)).ok_or_else(|| {
+        let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+        DomainError::Invalid(format!(
+            "Not done: say which class the marks are for ({}); each call records one class.",
+            names.join(", ")
+        ))
     })
+}
+
+/// The term `named` names (none, or "this term": the current one) of `year`, with what named it.
+async fn named_term(
+    tx: &mut TenantTx,
+    year: &Year,
+    named: Option<&Named<TermId>>,
+) -> Result<(TermRow, Option<Resolved>), DomainError> {
+    match named {
+        Some(named) if !resolve::means_current_term(named) => {
+            let resolved = resolve::term(tx, year.id, named).await?;
+            let term = term_or_current(tx, year, Some(TermId::from_uuid(resolved.id))).await?;
+            Ok((term, Some(resolved)))
+        }
+        _ => Ok((term_or_current(tx, year, None).await?, None)),
+    }
 }
 
 fn ensure_in_year(term: &TermRow, year: &Year) -> Result<(), DomainError> {
@@ -271,26 +415,36 @@ fn ensure_in_year(term: &TermRow, year: &Year) -> Result<(), DomainError> {
     }
 }
 
-/// The scores by student, refusing an empty list, a repeated student or a score outside 0–100.
-fn scores(args: &RecordMarksArgs) -> Result<BTreeMap<Uuid, f64>, DomainError> {
+/// Refuses an empty list or a score outside 0–100.
+fn check_scores(args: &RecordMarksArgs) -> Result<(), DomainError> {
     if args.marks.is_empty() {
         return Err(DomainError::Invalid("Give at least one mark.".to_owned()));
     }
+    match args
+        .marks
+        .iter()
+        .find(|entry| !(0.0..=100.0).contains(&entry.score))
+    {
+        Some(entry) => Err(DomainError::Invalid(format!(
+            "Scores are out of 100; {} is not between 0 and 100.",
+            entry.score
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The scores by student (`students` are the entries' students, resolved, in order), refusing a
+/// student listed twice.
+fn scores(
+    args: &RecordMarksArgs,
+    students: &[Resolved],
+) -> Result<BTreeMap<Uuid, f64>, DomainError> {
     let mut scores = BTreeMap::new();
-    for entry in &args.marks {
-        if !(0.0..=100.0).contains(&entry.score) {
-            return Err(DomainError::Invalid(format!(
-                "Scores are out of 100; {} is not between 0 and 100.",
-                entry.score
-            )));
-        }
-        if scores
-            .insert(entry.student_id.as_uuid(), entry.score)
-            .is_some()
-        {
+    for (entry, student) in args.marks.iter().zip(students) {
+        if scores.insert(student.id, entry.score).is_some() {
             return Err(DomainError::Invalid(format!(
                 "Student {} is listed more than once.",
-                entry.student_id
+                entry.student.said()
             )));
         }
     }

@@ -146,7 +146,7 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
          rover_chat_retention(), rover_forget_deleted_threads(interval), \
          rover_search_threads(uuid, text), rover_approvals_waiting(), \
          rover_open_call(uuid, boolean, bigint, text, text, text, uuid, uuid, uuid, jsonb), \
-         rover_finish_write(uuid, uuid, uuid, text, text, text, text, text, jsonb, jsonb, jsonb), \
+         rover_finish_write(uuid, uuid, uuid, text, text, text, text, text, jsonb, jsonb, jsonb, jsonb), \
          rover_list_departments(uuid), rover_list_classes(uuid, bigint), \
          rover_open_read(uuid, bigint), rover_list_staff(uuid, text[], bigint), \
          rover_find_students(text[], uuid, uuid, bigint) \

@@ -83,6 +83,10 @@ impl DemoIds {
                 add("class", class.name);
                 class.students.iter().for_each(|s| add("student", s));
             }
+            school
+                .joined_later
+                .iter()
+                .for_each(|(s, _)| add("student", s));
         }
         let emails = SCHOOLS
             .iter()
@@ -321,6 +325,14 @@ fn demo_rows(ids: &DemoIds, year: i32) -> Vec<TableRows> {
                             "name": student, "admission_number": format!("{}/{admission:04}", s.admission_prefix) }),
                 );
             }
+        }
+        for (student, class) in s.joined_later {
+            admission += 1;
+            push(
+                "students",
+                json!({ "id": ids.student(student), "school_id": school, "class_id": ids.class(class),
+                        "name": student, "admission_number": format!("{}/{admission:04}", s.admission_prefix) }),
+            );
         }
         for (email, class, subject) in s.teaching {
             push(

@@ -2,6 +2,7 @@
 
 use rover_contracts::context::{CallScope, CampusRef, ClassRef};
 use rover_contracts::ids::{CampusId, ClassId, StudentId};
+use rover_contracts::named::{Named, Said};
 use rover_contracts::tools::{
     Count, EnrollmentSummary, FindStudentsArgs, NoArgs, StudentRef, StudentSummary,
 };
@@ -10,6 +11,7 @@ use uuid::Uuid;
 
 use crate::call::{OneTripRead, ReadArg, campus_arg};
 use crate::lookup::{clean_text, count, word_patterns};
+use crate::resolve;
 use crate::tenant::campus_of;
 use crate::{Actor, DomainError, TenantTx};
 
@@ -38,9 +40,13 @@ pub async fn find_students(
 ) -> Result<Vec<StudentSummary>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let patterns = student_patterns(args)?;
+    let class = match &args.class {
+        Some(named) => Some(resolve::class(tx, campus, named).await?.id),
+        None => None,
+    };
     let rows: Vec<StudentRow> = sqlx::query_as(&format!("{FIND_STUDENTS}($1, $2, $3, $4)"))
         .bind(patterns)
-        .bind(args.class_id.map(|id| id.as_uuid()))
+        .bind(class)
         .bind(campus)
         .bind(MAX_MATCHES)
         .fetch_all(tx.connection())
@@ -51,15 +57,21 @@ pub async fn find_students(
 /// [`find_students`] as a [`OneTripRead`]: the same function of migration `0044`, run with the
 /// opening query in one round trip (the campus is the scope's: the transaction's school is the
 /// scope's school). A search text that is not acceptable is refused before anything is sent.
+/// `None` when the class is named by name: resolving it takes [`find_students`]' own round trip.
 pub fn find_students_in_one_trip(
     scope: &CallScope,
     args: &FindStudentsArgs,
-) -> Result<OneTripRead<Vec<StudentSummary>>, DomainError> {
-    Ok(OneTripRead::call(
+) -> Result<Option<OneTripRead<Vec<StudentSummary>>>, DomainError> {
+    let class = match args.class.as_ref().map(Named::parse) {
+        None => None,
+        Some(Said::Id(id)) => Some(id.as_uuid()),
+        Some(Said::Name(_)) => return Ok(None),
+    };
+    Ok(Some(OneTripRead::call(
         FIND_STUDENTS,
         vec![
             ReadArg::Texts(student_patterns(args)?),
-            ReadArg::Uuid(args.class_id.map(|id| id.as_uuid())),
+            ReadArg::Uuid(class),
             campus_arg(scope),
             ReadArg::BigInt(MAX_MATCHES),
         ],
@@ -70,7 +82,7 @@ pub fn find_students_in_one_trip(
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(student_summaries(rows))
         },
-    ))
+    )))
 }
 
 /// The query of [`find_students`], less its arguments.

@@ -11,7 +11,8 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::calendar::{Year, current_year};
-use crate::lookup::{class_in_scope, subject_in_scope};
+use crate::lookup::{named_class, named_subject};
+use crate::resolve;
 use crate::tenant::campus_of;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
@@ -128,6 +129,14 @@ pub async fn list_teaching_assignments(
 ) -> Result<Vec<TeachingAssignment>, DomainError> {
     let campus = campus_of(tx, scope)?;
     let year = current_year(tx).await?;
+    let class = match &args.class {
+        Some(named) => Some(resolve::class(tx, campus, named).await?.id),
+        None => None,
+    };
+    let teacher = match &args.teacher {
+        Some(named) => Some(resolve::staff(tx, campus, named).await?.id),
+        None => None,
+    };
     let rows: Vec<AssignmentRow> = sqlx::query_as(&format!(
         "{SELECT_ASSIGNMENT} WHERE t.academic_year_id = $1 \
            AND ($2::uuid IS NULL OR t.class_id = $2) AND ($3::uuid IS NULL OR t.teacher_id = $3) \
@@ -135,8 +144,8 @@ pub async fn list_teaching_assignments(
          ORDER BY k.name, sj.name, u.name, t.id"
     ))
     .bind(year.id)
-    .bind(args.class_id.map(|id| id.as_uuid()))
-    .bind(args.teacher_id.map(|id| id.as_uuid()))
+    .bind(class)
+    .bind(teacher)
     .bind(campus)
     .fetch_all(tx.connection())
     .await?;
@@ -154,13 +163,15 @@ pub async fn assign_subject_teacher(
     args: &AssignSubjectTeacherArgs,
 ) -> Result<Written<TeachingAssignment>, DomainError> {
     let campus = campus_of(tx, scope)?;
-    let class = class_in_scope(tx, campus, args.class_id).await?;
-    let subject = subject_in_scope(tx, campus, args.subject_id).await?;
+    let (class, said_class) = named_class(tx, campus, &args.class).await?;
+    let (subject, said_subject) = named_subject(tx, campus, &args.subject).await?;
+    let said_teacher = resolve::staff(tx, campus, &args.teacher).await?;
+    let teacher = said_teacher.id;
     let (teacher_name, user_type): (String, String) = sqlx::query_as(
         "SELECT name, user_type FROM users \
          WHERE id = $1 AND ($2::uuid IS NULL OR campus_id IS NULL OR campus_id = $2)",
     )
-    .bind(args.teacher_id.as_uuid())
+    .bind(teacher)
     .bind(campus)
     .fetch_optional(tx.connection())
     .await?
@@ -178,7 +189,7 @@ pub async fn assign_subject_teacher(
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(school)
-    .bind(args.teacher_id.as_uuid())
+    .bind(teacher)
     .bind(class.id)
     .bind(subject.id)
     .bind(year.id)
@@ -188,7 +199,7 @@ pub async fn assign_subject_teacher(
         "{SELECT_ASSIGNMENT} WHERE t.teacher_id = $1 AND t.class_id = $2 AND t.subject_id = $3 \
            AND t.academic_year_id = $4"
     ))
-    .bind(args.teacher_id.as_uuid())
+    .bind(teacher)
     .bind(class.id)
     .bind(subject.id)
     .bind(year.id)
@@ -201,6 +212,11 @@ pub async fn assign_subject_teacher(
             subject_id: assignment.id.to_string(),
             before: inserted.is_none().then(|| after.clone()),
             after,
+            named: Some(serde_json::json!({
+                "teacher": said_teacher.audit(),
+                "class": said_class.audit(),
+                "subject": said_subject.audit(),
+            })),
         },
         output: assignment,
     })

@@ -338,6 +338,7 @@ async fn remove(
         subject_id: thread.to_string(),
         before: Some(json!({ "turns": deleted.turns })),
         after: json!({ "deleted": true }),
+        named: None,
     };
     audit(&mut tx, &caller, DELETE_EVENT, &change).await?;
     tx.commit().await?;
@@ -466,6 +467,7 @@ async fn erase(
         subject_id: staff.to_string(),
         before: Some(json!({ "chats": erased })),
         after: json!({ "erased": true }),
+        named: None,
     };
     audit(&mut tx, &caller, ERASE_EVENT, &change).await?;
     tx.commit().await?;

@@ -99,6 +99,16 @@ pub(crate) fn one_trip(
 ) -> Option<Result<OneTripRead<Value>, DomainError>> {
     use rover_domain as d;
     macro_rules! one_trip {
+        // A read that has the form only for some arguments (a class given by id, not by name).
+        ($tool:ty, maybe $function:path) => {{
+            match parse::<<$tool as Tool>::Args>(contract.name, args)
+                .and_then(|args| $function(scope, &args))
+            {
+                Ok(None) => None,
+                Ok(Some(read)) => Some(Ok(read.then(|output| data(&output)))),
+                Err(error) => Some(Err(error)),
+            }
+        }};
         // A read whose arguments are checked as the read is made (a search text, say).
         ($tool:ty, try $function:path) => {{
             Some(
@@ -118,7 +128,7 @@ pub(crate) fn one_trip(
         "list_departments" => one_trip!(tools::ListDepartments, d::list_departments_in_one_trip),
         "list_classes" => one_trip!(tools::ListClasses, d::list_classes_in_one_trip),
         "list_staff" => one_trip!(tools::ListStaff, try d::list_staff_in_one_trip),
-        "find_students" => one_trip!(tools::FindStudents, try d::find_students_in_one_trip),
+        "find_students" => one_trip!(tools::FindStudents, maybe d::find_students_in_one_trip),
         _ => None,
     }
 }

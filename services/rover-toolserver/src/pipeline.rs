@@ -45,6 +45,8 @@ use crate::dispatch;
 pub(crate) struct Failure {
     outcome: ToolOutcome,
     message: String,
+    /// The question it raises for the staff member (a name that fits two students).
+    ask: Option<rover_contracts::Ask>,
 }
 
 impl Failure {
@@ -52,6 +54,7 @@ impl Failure {
         Self {
             outcome: ToolOutcome::Denied,
             message: format!("Permission denied: {what}"),
+            ask: None,
         }
     }
 
@@ -62,6 +65,7 @@ impl Failure {
                 "Not done: the school requires the staff member's approval for {tool}, and this \
                  call carried none. Nothing was changed."
             ),
+            ask: None,
         }
     }
 
@@ -69,6 +73,23 @@ impl Failure {
         Self {
             outcome: ToolOutcome::Invalid,
             message,
+            ask: None,
+        }
+    }
+
+    fn error(message: String) -> Self {
+        Self {
+            outcome: ToolOutcome::Error,
+            message,
+            ask: None,
+        }
+    }
+
+    /// The error envelope the caller reads.
+    fn envelope(self) -> AgentToolResult<Value> {
+        match self.ask {
+            Some(ask) => AgentToolResult::error_asking(self.message, ask),
+            None => AgentToolResult::error(self.message),
         }
     }
 }
@@ -80,6 +101,8 @@ impl From<DomainError> for Failure {
             DomainError::Denied(_) => ToolOutcome::Denied,
             DomainError::Conflict(_) => ToolOutcome::Conflict,
             DomainError::Invalid(_) => ToolOutcome::Invalid,
+            DomainError::Unresolved(unresolved) if unresolved.ambiguous => ToolOutcome::Ambiguous,
+            DomainError::Unresolved(_) => ToolOutcome::NotFound,
             DomainError::Database(cause) => {
                 tracing::error!(error = %cause, "tool call failed in the database");
                 ToolOutcome::Error
@@ -87,6 +110,7 @@ impl From<DomainError> for Failure {
         };
         Self {
             outcome,
+            ask: error.ask(),
             message: error.to_string(),
         }
     }
@@ -275,7 +299,7 @@ impl Pipeline {
                 Err(failure) => ToolReply {
                     call_id: call.call_id.clone(),
                     outcome: failure.outcome,
-                    result: AgentToolResult::error(failure.message),
+                    result: failure.envelope(),
                 },
             }
         }
@@ -466,10 +490,9 @@ impl Pipeline {
                 Ok(rows)
             }
             (None, Some((_, rows))) => Ok(rows),
-            (None, None) => Err(Failure {
-                outcome: ToolOutcome::Error,
-                message: "Authorization failed: the policy rows were not read.".to_owned(),
-            }),
+            (None, None) => Err(Failure::error(
+                "Authorization failed: the policy rows were not read.".to_owned(),
+            )),
         }
     }
 
@@ -491,10 +514,9 @@ impl Pipeline {
         {
             Ok(_) => Ok(()),
             Err(Refusal::Denied(permission)) => Err(Failure::denied(permission)),
-            Err(Refusal::Unevaluable(error)) => Err(Failure {
-                outcome: ToolOutcome::Error,
-                message: format!("Authorization failed: {error}"),
-            }),
+            Err(Refusal::Unevaluable(error)) => {
+                Err(Failure::error(format!("Authorization failed: {error}")))
+            }
         }
     }
 }
@@ -545,10 +567,8 @@ fn replay(
         return Err(Failure::denied("that call id was used by another call"));
     }
     tracing::info!("repeated call id: returning the stored reply");
-    serde_json::from_value(stored.reply).map_err(|e| Failure {
-        outcome: ToolOutcome::Error,
-        message: format!("The stored reply is unreadable: {e}"),
-    })
+    serde_json::from_value(stored.reply)
+        .map_err(|e| Failure::error(format!("The stored reply is unreadable: {e}")))
 }
 
 /// Step 7 for a write: its audit row and inbox row (with the reply to return to a repeat) and
@@ -558,10 +578,8 @@ async fn commit_write(
     entry: &AuditEntry<'_>,
     reply: &ToolReply,
 ) -> Result<(), Failure> {
-    let stored = serde_json::to_value(reply).map_err(|e| Failure {
-        outcome: ToolOutcome::Error,
-        message: format!("The reply could not be stored: {e}"),
-    })?;
+    let stored = serde_json::to_value(reply)
+        .map_err(|e| Failure::error(format!("The reply could not be stored: {e}")))?;
     // The write has run, uncommitted: dying here must leave nothing behind.
     rover_settings::fault::point("toolserver.before-commit");
     rover_domain::call::commit_write(tx, entry, &reply.call_id, &stored)

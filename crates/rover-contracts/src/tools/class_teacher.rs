@@ -10,6 +10,7 @@ use super::{
 };
 use crate::context::Subagent;
 use crate::ids::{ClassId, StudentId};
+use crate::named::Named;
 
 const OWNER: Owner = Owner::Subagent(Subagent::ClassTeacher);
 const fn owns_class(event: &'static str) -> ToolKind {
@@ -23,8 +24,10 @@ const fn owns_class(event: &'static str) -> ToolKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetClassRosterArgs {
-    /// A class the user is class teacher of (see the teaching map).
-    pub class_id: ClassId,
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you
+    /// are class teacher of, if you have only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<Named<ClassId>>,
 }
 
 /// `get_class_roster`.
@@ -35,7 +38,7 @@ impl Tool for GetClassRoster {
     type Output = ClassRoster;
     const CONTRACT: ToolContract = ToolContract {
         name: "get_class_roster",
-        description: "List the students of a class you are class teacher of, with their ids.",
+        description: "List the students of a class you are class teacher of.",
         label: "Fetching the class roster…",
         owner: OWNER,
         effect: Effect::Read,
@@ -49,14 +52,19 @@ impl Tool for GetClassRoster {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordAttendanceArgs {
-    /// A class the user is class teacher of.
-    pub class_id: ClassId,
-    /// The day (YYYY-MM-DD); omit for today in the school's time zone.
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you
+    /// are class teacher of, if you have only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<Named<ClassId>>,
+    /// The students who were absent, by name as the staff member said them (e.g. ["Nakato",
+    /// "Mugisha"]) or by id; everyone else is marked present. Empty when all were present.
+    #[serde(default)]
+    #[schemars(length(max = 500))]
+    pub absent: Vec<Named<StudentId>>,
+    /// The day (YYYY-MM-DD), only when the staff member named a day other than today; leave it
+    /// out for today. It must be in the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<NaiveDate>,
-    /// Students who were absent, by id from `get_class_roster`; everyone else is marked present.
-    #[schemars(length(max = 500))]
-    pub absent_student_ids: Vec<StudentId>,
 }
 
 /// `record_attendance`.
@@ -67,7 +75,7 @@ impl Tool for RecordAttendance {
     type Output = AttendanceRecorded;
     const CONTRACT: ToolContract = ToolContract {
         name: "record_attendance",
-        description: "Record a day's attendance for a class you are class teacher of: list who was absent, everyone else is present. Recording the same day again replaces it.",
+        description: "Record a day's attendance (the register) for a class you are class teacher of: name who was absent; everyone else is present. Recording the same day again replaces it.",
         label: "Recording attendance…",
         owner: OWNER,
         effect: Effect::Write,

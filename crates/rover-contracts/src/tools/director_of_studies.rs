@@ -9,6 +9,7 @@ use super::{
 };
 use crate::context::Subagent;
 use crate::ids::{ClassId, SubjectId, TermId, UserId};
+use crate::named::Named;
 use crate::permission::{Action, Permission, Subject};
 
 const OWNER: Owner = Owner::Subagent(Subagent::DirectorOfStudies);
@@ -23,12 +24,12 @@ const fn policy(event: &'static str, action: Action, subject: Subject) -> ToolKi
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListTeachingAssignmentsArgs {
-    /// Only this class's assignments.
+    /// Only this class's assignments: its name (e.g. "S1 Blue") or its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class_id: Option<ClassId>,
-    /// Only this teacher's assignments (a staff id from `list_staff`).
+    pub class: Option<Named<ClassId>>,
+    /// Only this teacher's assignments: their name (e.g. "Okello") or their id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub teacher_id: Option<UserId>,
+    pub teacher: Option<Named<UserId>>,
 }
 
 /// `list_teaching_assignments`.
@@ -57,12 +58,12 @@ impl Tool for ListTeachingAssignments {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AssignSubjectTeacherArgs {
-    /// The teacher, by staff id from `list_staff`.
-    pub teacher_id: UserId,
-    /// The class.
-    pub class_id: ClassId,
-    /// The subject.
-    pub subject_id: SubjectId,
+    /// The teacher, by name as staff say it (e.g. "Okello") or by id.
+    pub teacher: Named<UserId>,
+    /// The class, as staff name it (e.g. "S1 Blue") or its id.
+    pub class: Named<ClassId>,
+    /// The subject, as staff name it (e.g. "Physics") or its id.
+    pub subject: Named<SubjectId>,
 }
 
 /// `assign_subject_teacher`.
@@ -91,15 +92,15 @@ impl Tool for AssignSubjectTeacher {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetResultsSummaryArgs {
-    /// Only this class.
+    /// Only this class: its name (e.g. "S1 Blue") or its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class_id: Option<ClassId>,
-    /// Only this subject.
+    pub class: Option<Named<ClassId>>,
+    /// Only this subject: its name (e.g. "Maths") or its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subject_id: Option<SubjectId>,
-    /// The term; omit for the current term.
+    pub subject: Option<Named<SubjectId>>,
+    /// The term (e.g. "Term 2"); leave it out for the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub term_id: Option<TermId>,
+    pub term: Option<Named<TermId>>,
 }
 
 /// `get_results_summary`.

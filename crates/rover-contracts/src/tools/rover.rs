@@ -8,6 +8,7 @@ use super::{
     Department, Effect, Owner, Posture, RenamedDepartment, Tool, ToolContract, ToolKind, schema_for,
 };
 use crate::ids::{ClassId, DepartmentId};
+use crate::named::Named;
 use crate::permission::{Action, Permission, Subject};
 
 const fn policy(event: &'static str, action: Action, subject: Subject) -> ToolKind {
@@ -71,8 +72,8 @@ impl Tool for CreateDepartment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RenameDepartmentArgs {
-    /// The department's id, from `list_departments`.
-    pub department_id: DepartmentId,
+    /// The department: its name as staff say it (e.g. "Maths") or its id.
+    pub department: Named<DepartmentId>,
     /// Its new name.
     #[schemars(length(min = 1, max = 100))]
     pub new_name: String,
@@ -86,7 +87,7 @@ impl Tool for RenameDepartment {
     type Output = RenamedDepartment;
     const CONTRACT: ToolContract = ToolContract {
         name: "rename_department",
-        description: "Rename a department. Look the department's id up with list_departments first.",
+        description: "Rename a department, named as the staff member names it.",
         label: "Renaming a department…",
         owner: Owner::Rover,
         effect: Effect::Write,
@@ -121,9 +122,9 @@ pub struct FindStudentsArgs {
     /// Part of a student's name or admission number, e.g. "Nakato".
     #[schemars(length(min = 1, max = 100))]
     pub query: String,
-    /// Only students of this class.
+    /// Only students of this class: its name (e.g. "S1 Blue") or its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class_id: Option<ClassId>,
+    pub class: Option<Named<ClassId>>,
 }
 
 /// `find_students`.

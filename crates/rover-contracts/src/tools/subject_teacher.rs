@@ -9,6 +9,7 @@ use super::{
 };
 use crate::context::Subagent;
 use crate::ids::{ClassId, StudentId, SubjectId, TermId};
+use crate::named::Named;
 
 const OWNER: Owner = Owner::Subagent(Subagent::SubjectTeacher);
 const fn relationship(event: &'static str, relationship: Relationship) -> ToolKind {
@@ -26,7 +27,7 @@ impl Tool for ListMyClasses {
     type Output = Vec<MyClass>;
     const CONTRACT: ToolContract = ToolContract {
         name: "list_my_classes",
-        description: "List the classes you teach this academic year, with the subjects you teach each one and its students (with their ids).",
+        description: "List the classes you teach this academic year, with the subjects you teach each one and its students.",
         label: "Looking up your classes…",
         owner: OWNER,
         effect: Effect::Read,
@@ -40,8 +41,8 @@ impl Tool for ListMyClasses {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MarkEntry {
-    /// The student, by id from `find_students` or the roster.
-    pub student_id: StudentId,
+    /// The student, by name as the staff member said it (e.g. "Nakato") or by id.
+    pub student: Named<StudentId>,
     /// Score out of 100.
     #[schemars(range(min = 0.0, max = 100.0))]
     pub score: f64,
@@ -51,16 +52,18 @@ pub struct MarkEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordMarksArgs {
-    /// A class you teach the subject to.
-    pub class_id: ClassId,
-    /// The subject.
-    pub subject_id: SubjectId,
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out when the staff
+    /// member did not say it (the students' names then tell it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<Named<ClassId>>,
+    /// The subject, as staff name it (e.g. "Maths") or its id.
+    pub subject: Named<SubjectId>,
     /// The assessment, e.g. "Mid-term test".
     #[schemars(length(min = 1, max = 100))]
     pub assessment: String,
-    /// The term; omit for the current term.
+    /// The term (e.g. "Term 2"); leave it out for the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub term_id: Option<TermId>,
+    pub term: Option<Named<TermId>>,
     /// The scores.
     #[schemars(length(min = 1, max = 500))]
     pub marks: Vec<MarkEntry>,
@@ -88,13 +91,13 @@ impl Tool for RecordMarks {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetClassMarksArgs {
-    /// A class you teach the subject to.
-    pub class_id: ClassId,
-    /// The subject.
-    pub subject_id: SubjectId,
-    /// The term; omit for the current term.
+    /// The class, as staff name it (e.g. "S1 Blue") or its id.
+    pub class: Named<ClassId>,
+    /// The subject, as staff name it (e.g. "Maths") or its id.
+    pub subject: Named<SubjectId>,
+    /// The term (e.g. "Term 2"); leave it out for the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub term_id: Option<TermId>,
+    pub term: Option<Named<TermId>>,
 }
 
 /// `get_class_marks`.

@@ -18,6 +18,9 @@ pub(super) struct SchoolSeed {
     pub(super) classes: &'static [ClassSeed],
     /// (teacher email, class, subject), this academic year
     pub(super) teaching: &'static [(&'static str, &'static str, &'static str)],
+    /// (student, class): students who joined after the first seed, numbered after the others so
+    /// an existing database's admission numbers do not move.
+    pub(super) joined_later: &'static [(&'static str, &'static str)],
 }
 
 pub(super) struct StaffSeed {
@@ -143,8 +146,12 @@ pub(super) const SCHOOLS: [SchoolSeed; 2] = [
         ],
         teaching: &[
             ("amina@hill.school", "S1 Blue", "Mathematics"),
+            ("amina@hill.school", "S2 Green", "Mathematics"),
             ("okello@hill.school", "S2 Red", "Physics"),
         ],
+        // Nakato Mary shares a name with S1 Blue's Nakato Sarah: "Nakato" alone is ambiguous
+        // between Amina's two Mathematics classes; "Nakato in S1 Blue" is not.
+        joined_later: &[("Nakato Mary", "S2 Green")],
     },
     SchoolSeed {
         name: LAKESIDE,
@@ -168,6 +175,7 @@ pub(super) const SCHOOLS: [SchoolSeed; 2] = [
             students: &["Ochieng Paul", "Nambi Rose", "Lubega Tom"],
         }],
         teaching: &[],
+        joined_later: &[],
     },
 ];
 

@@ -23,7 +23,8 @@ use axum::routing::{get, patch};
 use axum::{Json, Router};
 use rover_contracts::ErrorCode;
 use rover_contracts::context::CallScope;
-use rover_contracts::ids::{CampusId, DepartmentId, UserId};
+use rover_contracts::ids::{CampusId, ClassId, DepartmentId, UserId};
+use rover_contracts::named::Named;
 use rover_contracts::permission::Permission;
 use rover_contracts::tools::{
     self, ClassList, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs, NoArgs,
@@ -257,7 +258,7 @@ async fn rename_department(
     Body(body): Body<RenameDepartmentBody>,
 ) -> Result<Json<RenamedDepartment>, ApiError> {
     let args = RenameDepartmentArgs {
-        department_id,
+        department: Named::id(department_id),
         new_name: body.name,
     };
     let mut call = Call::begin(&state, &principal, campus, &RENAME_DEPARTMENT).await?;
@@ -279,14 +280,31 @@ async fn list_classes(
     call.read(output).await
 }
 
+/// The query string of `GET /api/students`: REST callers hold ids (the tool takes a class's name
+/// too, resolved by the tool server).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct FindStudentsParams {
+    /// Part of a student's name or admission number, e.g. "Nakato".
+    #[schemars(length(min = 1, max = 100))]
+    pub(crate) query: String,
+    /// Only students of this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) class_id: Option<ClassId>,
+}
+
 /// `GET /api/students?query=…&classId=…`: students in scope matching the query.
 #[tracing::instrument(skip_all, fields(rover.tool = FIND_STUDENTS.contract.name))]
 async fn find_students(
     State(state): State<AppState>,
     principal: Principal,
     Campus(campus): Campus,
-    Params(args): Params<FindStudentsArgs>,
+    Params(params): Params<FindStudentsParams>,
 ) -> Result<Json<Vec<StudentSummary>>, ApiError> {
+    let args = FindStudentsArgs {
+        query: params.query,
+        class: params.class_id.map(Named::id),
+    };
     let mut call = Call::begin(&state, &principal, campus, &FIND_STUDENTS).await?;
     let output = rover_domain::find_students(&mut call.tx, &call.actor, &call.scope, &args).await?;
     call.read(output).await

@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 
 use rover_contracts::ids::{CampusId, DepartmentId};
 use rover_contracts::tools::{
-    ClassList, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs,
-    RenamedDepartment, StaffList, StudentSummary, schema_for,
+    ClassList, CreateDepartmentArgs, Department, ListStaffArgs, RenamedDepartment, StaffList,
+    StudentSummary, schema_for,
 };
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
@@ -107,7 +107,7 @@ fn school_api() -> Value {
                 "get": operation(
                     &FIND_STUDENTS,
                     "Search students",
-                    query_parameters(schema_for::<FindStudentsArgs>()),
+                    query_parameters(schema_for::<super::FindStudentsParams>()),
                     None,
                     ("200", array_of("StudentSummary")),
                     &[BAD_REQUEST, UNAUTHENTICATED, FORBIDDEN, NOT_FOUND],
