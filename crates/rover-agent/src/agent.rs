@@ -347,17 +347,27 @@ mod tests {
     }
 
     #[test]
-    fn an_id_that_is_not_one_is_refused_with_where_ids_come_from() {
+    fn an_argument_of_the_wrong_shape_is_refused_with_what_it_should_be() {
         let rename = tool("rename_department");
         let error = validate_arguments(
             &rename,
-            &json!({ "departmentId": "your_department_id_here", "newName": "Social Studies" }),
+            &json!({ "department": { "id": 7 }, "newName": "Social Studies" }),
         )
         .unwrap_err();
-        assert!(error.contains("uuid"), "{error}");
+        assert!(error.contains("string"), "{error}");
         assert!(
-            error.contains("departmentId: The department's id, from `list_departments`."),
+            error.contains(
+                "department: The department: its name as staff say it (e.g. \"Maths\") or its id."
+            ),
             "{error}"
+        );
+        // A name is what it takes now: no id to look up first.
+        assert!(
+            validate_arguments(
+                &rename,
+                &json!({ "department": "Maths", "newName": "Mathematics & Sciences" })
+            )
+            .is_ok()
         );
     }
 

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use rover_contracts::AgentToolResult;
 use rover_contracts::tools::{Effect, ToolKind};
 use rover_contracts::wire::{FinishReason, TurnEventKind, TurnInput};
+use rover_contracts::{AgentToolResult, Ask};
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
@@ -31,6 +31,9 @@ struct Outcome {
     finish: FinishReason,
     /// It ended waiting for the staff member's approval of a write.
     paused: bool,
+    /// A subagent's loop ended on a call that could not tell what the staff member meant: the
+    /// question Rover asks them (see [`Loop::ask`]).
+    ask: Option<Ask>,
 }
 
 /// What one call of a step came to.
@@ -332,7 +335,7 @@ impl Loop<'_, '_> {
             return Ok(Some(self.end(text, FinishReason::ToolCalls, false)));
         }
         let results = self.settle_all(step, &calls, &checked).await?;
-        let (paused, live) = self.take_results(&calls, &checked, results, prior);
+        let (paused, live, ask) = self.take_results(&calls, &checked, results, prior);
         if live {
             self.emit(TurnEventKind::FinishStep);
         }
@@ -343,6 +346,11 @@ impl Loop<'_, '_> {
         if paused {
             // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
             return Ok(Some(self.end(text, FinishReason::ToolCalls, true)));
+        }
+        if let Some(ask) = ask
+            && !self.deps.stop.is_requested()
+        {
+            return Ok(Some(self.ask(step, text, ask)));
         }
         // Stopped while the step's calls ran: they finished and are kept; nothing follows.
         if self.deps.stop.is_requested() {
@@ -430,16 +438,17 @@ impl Loop<'_, '_> {
     }
 
     /// Puts the step's results into the conversation and tells the client each one. Returns
-    /// whether a call waits for approval (the turn pauses), and whether the step said anything
-    /// new (else it is an earlier turn's, replayed silently).
+    /// whether a call waits for approval (the turn pauses), whether the step said anything
+    /// new (else it is an earlier turn's, replayed silently), and the first question a failed
+    /// call raised for the staff member.
     fn take_results(
         &mut self,
         calls: &[Call],
         checked: &[Checked<'_>],
         results: Vec<Settled>,
         prior: bool,
-    ) -> (bool, bool) {
-        let (mut paused, mut live) = (false, !prior);
+    ) -> (bool, bool, Option<Ask>) {
+        let (mut paused, mut live, mut ask) = (false, !prior, None);
         for ((call, settled), checked) in calls.iter().zip(results).zip(checked) {
             let (envelope, denied) = match settled {
                 Settled::Pending { approval_id } => {
@@ -463,6 +472,9 @@ impl Loop<'_, '_> {
                     {
                         self.done_writes.insert(key);
                     }
+                    if ask.is_none() {
+                        ask = envelope.ask().cloned();
+                    }
                     let message = tool_message(&call.id, &call.name, &envelope);
                     self.conversation.push(message.clone());
                     if prior {
@@ -475,7 +487,37 @@ impl Loop<'_, '_> {
             live = true;
             self.emit(result_event(call, &envelope, denied));
         }
-        (paused, live)
+        (paused, live, ask)
+    }
+
+    /// Ends the loop on a question a call raised — a name that fits two students, or none but
+    /// near ones: nothing was done, and a write must never run on a guess. A subagent hands the
+    /// question up to Rover (its `task` fails with it); Rover asks the staff member itself, as an
+    /// `ask_user` call with the candidates as choices, so even a small model that would not turn
+    /// the error into a question asks it. The turn ends waiting; the answer arrives as that
+    /// call's result, and the model makes the call again with it.
+    fn ask(&mut self, step: u32, text: String, ask: Ask) -> Outcome {
+        if self.agent.subagent.is_some() {
+            return Outcome {
+                ask: Some(ask),
+                ..self.end(text, FinishReason::ToolCalls, false)
+            };
+        }
+        let call = Call {
+            id: format!("{}ask-{step}", self.prefix),
+            name: ASK_USER.to_owned(),
+            arguments: json!({ "question": ask.question, "choices": ask.choices }).to_string(),
+        };
+        self.emit(TurnEventKind::StartStep);
+        self.emit(TurnEventKind::ToolInputAvailable {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            input: json!({ "question": ask.question, "choices": ask.choices }),
+        });
+        self.emit(TurnEventKind::FinishStep);
+        self.added
+            .push(assistant_message("", std::slice::from_ref(&call)));
+        self.end(text, FinishReason::ToolCalls, false)
     }
 
     /// Ends the loop after the model's `text`.
@@ -485,6 +527,7 @@ impl Loop<'_, '_> {
             text,
             finish,
             paused,
+            ask: None,
         }
     }
 
@@ -517,7 +560,7 @@ fn result_event(call: &Call, envelope: &AgentToolResult<Value>, denied: bool) ->
             tool_call_id,
             output: serde_json::to_value(envelope).unwrap_or_default(),
         },
-        AgentToolResult::Error { error } => TurnEventKind::ToolOutputError {
+        AgentToolResult::Error { error, .. } => TurnEventKind::ToolOutputError {
             tool_call_id,
             error_text: error.clone(),
         },
@@ -713,6 +756,15 @@ async fn delegate(
         .await
     {
         Ok(outcome) if outcome.paused => None,
+        Ok(Outcome { ask: Some(ask), .. }) => Some(AgentToolResult::error_asking(
+            format!(
+                "Not done: the {} specialist could not tell what the staff member meant, and \
+                 changed nothing. They are asked: {}",
+                args.subagent.name(),
+                ask.question
+            ),
+            ask,
+        )),
         Ok(outcome) if outcome.finish == FinishReason::Abort => {
             Some(AgentToolResult::error(format!(
                 "The {} specialist was stopped by the staff member before it finished.",

@@ -13,6 +13,8 @@ mod agents;
 mod budgets;
 mod compaction;
 mod failures;
+mod names;
 mod questions;
 mod retention;
 mod utterances;
+mod warm;
