@@ -213,6 +213,13 @@ pub fn inventory(prompt: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The tool names listed under what the caller cannot do, in order (for drift tests).
+pub fn cannot(prompt: &str) -> Vec<&str> {
+    section(prompt, CANNOT_HEADING)
+        .filter_map(|line| line.strip_prefix("- ")?.split(' ').next())
+        .collect()
+}
+
 /// The agent names listed in a prompt's delegate roster, in order (for drift tests).
 pub fn roster(prompt: &str) -> Vec<&str> {
     section(prompt, DELEGATES_HEADING)

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use rover_agent::prompt::{inventory, roster};
+use rover_agent::prompt::{cannot, inventory, roster};
 use rover_agent::skills::SkillLibrary;
 use rover_agent::{Mounts, build_agent};
 use rover_domain::seed::DEMO_USERS;
@@ -106,6 +106,49 @@ async fn for_every_demo_user_the_inventory_is_the_tools_and_the_roster_is_the_su
             }
         }
     }
+}
+
+/// A small model told only what it can do hands the rest to the wrong specialist; so Rover's
+/// prompt names, for every demo user, exactly the writes that neither Rover nor any of its
+/// specialists was given, and who may make them.
+#[tokio::test]
+async fn for_every_demo_user_the_prompt_names_exactly_the_writes_they_cannot_make() {
+    let stack = spawn_stack().await;
+    let skills = SkillLibrary::load(&skills_dir()).unwrap();
+    for email in DEMO_USERS {
+        let context = stack.context(email).await;
+        let agent = build_agent(&context, &skills, Mounts { sandbox: false });
+        let given: BTreeSet<&str> = agent
+            .tools
+            .iter()
+            .chain(agent.subagents.iter().flat_map(|s| &s.tools))
+            .map(|t| t.contract.name)
+            .collect();
+        let missing: Vec<&str> = rover_contracts::tools::REGISTRY
+            .iter()
+            .filter(|c| {
+                c.effect == rover_contracts::tools::Effect::Write
+                    && c.event().is_some()
+                    && !given.contains(c.name)
+            })
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(cannot(&agent.system_prompt), missing, "{email}");
+    }
+    let okello = build_agent(
+        &stack.context("okello@hill.school").await,
+        &skills,
+        Mounts { sandbox: false },
+    );
+    let (_, section) = okello
+        .system_prompt
+        .split_once(rover_agent::prompt::CANNOT_HEADING)
+        .unwrap();
+    assert!(
+        section.contains("- record_attendance — only a class's class teacher may"),
+        "{section}"
+    );
+    assert!(section.contains("- assign_subject_teacher — their roles do not allow it"));
 }
 
 #[tokio::test]
