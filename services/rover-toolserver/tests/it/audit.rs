@@ -99,7 +99,7 @@ async fn concurrent_deliveries_of_one_call_id_write_once_and_reply_alike() {
     let call = server.tool_call(
         &caller,
         "record.attendance",
-        json!({ "classId": ids.class("S1 Blue"), "absentStudentIds": [ids.student("Nakato Sarah")] }),
+        json!({ "class": ids.class("S1 Blue"), "absent": [ids.student("Nakato Sarah")] }),
     );
     // Two RPC clients, so both deliveries are in flight at once under the same call id.
     let other = server.broker.rpc_client(rover_messaging::RpcOptions {

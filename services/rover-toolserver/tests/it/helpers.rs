@@ -215,7 +215,7 @@ impl Drop for TestServer {
 pub(crate) fn data(reply: &ToolReply) -> &Value {
     match &reply.result {
         rover_contracts::AgentToolResult::Data { data, .. } => data,
-        rover_contracts::AgentToolResult::Error { error } => {
+        rover_contracts::AgentToolResult::Error { error, .. } => {
             panic!("expected data, got error: {error}")
         }
     }
@@ -224,7 +224,7 @@ pub(crate) fn data(reply: &ToolReply) -> &Value {
 /// The envelope's error text, or a panic showing the data.
 pub(crate) fn error(reply: &ToolReply) -> &str {
     match &reply.result {
-        rover_contracts::AgentToolResult::Error { error } => error,
+        rover_contracts::AgentToolResult::Error { error, .. } => error,
         rover_contracts::AgentToolResult::Data { data, .. } => {
             panic!("expected an error, got data: {data}")
         }
@@ -235,7 +235,7 @@ pub(crate) fn error(reply: &ToolReply) -> &str {
 pub(crate) fn scope_context(reply: &ToolReply) -> &str {
     match &reply.result {
         rover_contracts::AgentToolResult::Data { scope_context, .. } => scope_context,
-        rover_contracts::AgentToolResult::Error { error } => {
+        rover_contracts::AgentToolResult::Error { error, .. } => {
             panic!("expected data, got error: {error}")
         }
     }

@@ -195,7 +195,7 @@ async fn a_stored_reply_is_returned_only_to_its_actor_and_event() {
     let mut other_event = call.clone();
     other_event.event = "rename.department".to_owned();
     other_event.args =
-        json!({ "departmentId": uuid::Uuid::new_v4().to_string(), "newName": "Sciences 2" });
+        json!({ "department": uuid::Uuid::new_v4().to_string(), "newName": "Sciences 2" });
     for (what, replayed) in [
         ("another actor", other_actor),
         ("another event", other_event),

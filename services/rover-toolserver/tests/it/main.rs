@@ -11,6 +11,7 @@ mod helpers;
 mod approval;
 mod audit;
 mod identity;
+mod names;
 mod operations;
 mod postures;
 mod round_trips;

@@ -27,7 +27,7 @@ fn policy_cases(server: &TestServer) -> Vec<(&'static str, Value, Vec<&'static s
         ),
         (
             "rename.department",
-            json!({ "departmentId": ids.department("Kololo Arts"), "newName": "Kololo Creative Arts" }),
+            json!({ "department": ids.department("Kololo Arts"), "newName": "Kololo Creative Arts" }),
             vec![DOS, AMINA, OKELLO, BURSAR],
         ),
         ("list.classes", json!({}), vec![BURSAR]),
@@ -45,7 +45,7 @@ fn policy_cases(server: &TestServer) -> Vec<(&'static str, Value, Vec<&'static s
         ),
         (
             "assign.subject_teacher",
-            json!({ "teacherId": ids.user(OKELLO), "classId": ids.class("S2 Red"), "subjectId": ids.subject("Mathematics") }),
+            json!({ "teacher": ids.user(OKELLO), "class": ids.class("S2 Red"), "subject": ids.subject("Mathematics") }),
             vec![KOLOLO_ADMIN, AMINA, OKELLO, BURSAR],
         ),
         (
@@ -99,7 +99,7 @@ async fn okello_cannot_record_attendance_for_a_class_he_does_not_own() {
     let server = spawn_toolserver().await;
     let before = server.state().await;
     let ids = &server.db.ids;
-    let args = json!({ "classId": ids.class("S1 Blue"), "absentStudentIds": [ids.student("Nakato Sarah")] });
+    let args = json!({ "class": ids.class("S1 Blue"), "absent": [ids.student("Nakato Sarah")] });
     let reply = server.call(OKELLO, "record.attendance", args).await;
     assert!(
         matches!(reply.outcome, ToolOutcome::Denied | ToolOutcome::NotFound),
@@ -119,10 +119,10 @@ async fn amina_cannot_record_physics_marks() {
     let before = server.state().await;
     let ids = &server.db.ids;
     let args = json!({
-        "classId": ids.class("S1 Blue"),
-        "subjectId": ids.subject("Physics"),
+        "class": ids.class("S1 Blue"),
+        "subject": ids.subject("Physics"),
         "assessment": "Mid-term test",
-        "marks": [{ "studentId": ids.student("Nakato Sarah"), "score": 90 }],
+        "marks": [{ "student": ids.student("Nakato Sarah"), "score": 90 }],
     });
     let reply = server.call(AMINA, "record.marks", args).await;
     assert_eq!(reply.outcome, ToolOutcome::Denied, "{reply:?}");

@@ -16,19 +16,19 @@ async fn another_schools_ids_are_not_found_and_nothing_changes_in_either_school(
     let attempts = [
         (
             "rename.department",
-            json!({ "departmentId": ids.department("Languages"), "newName": "Stolen" }),
+            json!({ "department": ids.department("Languages"), "newName": "Stolen" }),
         ),
         (
             "find.students",
-            json!({ "query": "Nakato", "classId": ids.class("S1 Blue") }),
+            json!({ "query": "Nakato", "class": ids.class("S1 Blue") }),
         ),
         (
             "list.teaching_assignments",
-            json!({ "classId": ids.class("S2 Red") }),
+            json!({ "class": ids.class("S2 Red") }),
         ),
         (
             "assign.subject_teacher",
-            json!({ "teacherId": ids.user("okello@hill.school"), "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Physics") }),
+            json!({ "teacher": ids.user("okello@hill.school"), "class": ids.class("S1 Blue"), "subject": ids.subject("Physics") }),
         ),
     ];
     for (event, args) in attempts {
@@ -100,7 +100,7 @@ async fn a_campus_admin_sees_only_their_campus_and_cannot_change_another() {
         .call(
             kololo_admin,
             "rename.department",
-            json!({ "departmentId": server.db.ids.department("Languages"), "newName": "Mine" }),
+            json!({ "department": server.db.ids.department("Languages"), "newName": "Mine" }),
         )
         .await;
     assert_ne!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
@@ -117,7 +117,7 @@ async fn a_campus_admin_sees_only_their_campus_and_cannot_change_another() {
 /// named in the reply. The last assertion keeps the list complete as tools are added.
 #[tokio::test]
 async fn every_tool_that_takes_an_id_reaches_nothing_of_another_school() {
-    use rover_contracts::tools::REGISTRY;
+    use rover_contracts::tools::{REGISTRY, by_event};
 
     let server = spawn_toolserver().await;
     let ids = &server.db.ids;
@@ -130,72 +130,72 @@ async fn every_tool_that_takes_an_id_reaches_nothing_of_another_school() {
         (
             "admin@hill.school",
             "rename.department",
-            json!({ "departmentId": ids.department("Sciences"), "newName": "Taken" }),
+            json!({ "department": ids.department("Sciences"), "newName": "Taken" }),
         ),
         (
             "admin@hill.school",
             "find.students",
-            json!({ "query": "Ochieng", "classId": form1 }),
+            json!({ "query": "Ochieng", "class": form1 }),
         ),
         (
             "amina@hill.school",
             "get.class_roster",
-            json!({ "classId": form1 }),
+            json!({ "class": form1 }),
         ),
         (
             "amina@hill.school",
             "record.attendance",
-            json!({ "classId": form1, "absentStudentIds": [ochieng] }),
+            json!({ "class": form1, "absent": [ochieng] }),
         ),
         (
             "amina@hill.school",
             "record.attendance",
-            json!({ "classId": ids.class("S1 Blue"), "absentStudentIds": [ochieng] }),
+            json!({ "class": ids.class("S1 Blue"), "absent": [ochieng] }),
         ),
         (
             "amina@hill.school",
             "record.marks",
-            json!({ "classId": form1, "subjectId": biology, "assessment": "Test", "marks": [{ "studentId": ochieng, "score": 50 }] }),
+            json!({ "class": form1, "subject": biology, "assessment": "Test", "marks": [{ "student": ochieng, "score": 50 }] }),
         ),
         (
             "amina@hill.school",
             "record.marks",
-            json!({ "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Mathematics"), "assessment": "Test", "marks": [{ "studentId": ochieng, "score": 50 }] }),
+            json!({ "class": ids.class("S1 Blue"), "subject": ids.subject("Mathematics"), "assessment": "Test", "marks": [{ "student": ochieng, "score": 50 }] }),
         ),
         (
             "amina@hill.school",
             "get.class_marks",
-            json!({ "classId": form1, "subjectId": biology }),
+            json!({ "class": form1, "subject": biology }),
         ),
         (
             "dos@hill.school",
             "list.teaching_assignments",
-            json!({ "classId": form1 }),
+            json!({ "class": form1 }),
         ),
         (
             "dos@hill.school",
             "assign.subject_teacher",
-            json!({ "teacherId": ids.user("admin@lakeside.college"), "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Physics") }),
+            json!({ "teacher": ids.user("admin@lakeside.college"), "class": ids.class("S1 Blue"), "subject": ids.subject("Physics") }),
         ),
         (
             "dos@hill.school",
             "assign.subject_teacher",
-            json!({ "teacherId": ids.user("okello@hill.school"), "classId": form1, "subjectId": biology }),
+            json!({ "teacher": ids.user("okello@hill.school"), "class": form1, "subject": biology }),
         ),
         (
             "dos@hill.school",
             "get.results_summary",
-            json!({ "classId": form1, "subjectId": biology, "termId": ids.term(ids.lakeside, "Term 1") }),
+            json!({ "class": form1, "subject": biology, "term": ids.term(ids.lakeside, "Term 1") }),
         ),
         (
             LAKESIDE_ADMIN,
             "get.class_roster",
-            json!({ "classId": ids.class("S1 Blue") }),
+            json!({ "class": ids.class("S1 Blue") }),
         ),
         (
             LAKESIDE_ADMIN,
             "get.class_marks",
-            json!({ "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Mathematics") }),
+            json!({ "class": ids.class("S1 Blue"), "subject": ids.subject("Mathematics") }),
         ),
     ];
     let before = server.state().await;
@@ -229,17 +229,51 @@ async fn every_tool_that_takes_an_id_reaches_nothing_of_another_school() {
     }
     assert_eq!(server.state().await, before, "something changed");
 
-    // Every RPC tool whose arguments hold an id is attempted above.
+    // Every RPC tool whose arguments hold an id (a `…Id` field, or a class, student, subject,
+    // term, teacher or department named by name or id) is attempted above.
     for contract in REGISTRY {
         let Some(event) = contract.event() else {
             continue;
         };
-        let schema = serde_json::to_string(&(contract.args_schema)()).unwrap();
-        if schema.contains("Id\"") || schema.contains("Ids\"") {
+        let schema = serde_json::to_value((contract.args_schema)()).unwrap();
+        if takes_an_id(&schema) {
             assert!(
                 attempts.iter().any(|(_, e, _)| *e == event),
                 "{event} takes an id but is not attempted with another school's"
             );
         }
+    }
+    let named = by_event("record.attendance").unwrap();
+    assert!(
+        takes_an_id(&serde_json::to_value((named.args_schema)()).unwrap()),
+        "the check sees named arguments"
+    );
+}
+
+/// Whether a schema has a property that holds an id: `…Id`/`…Ids`, or a [`Named`] argument.
+///
+/// [`Named`]: rover_contracts::named::Named
+fn takes_an_id(schema: &serde_json::Value) -> bool {
+    const NAMED: [&str; 7] = [
+        "class",
+        "student",
+        "subject",
+        "term",
+        "teacher",
+        "department",
+        "absent",
+    ];
+    match schema {
+        serde_json::Value::Object(object) => {
+            object.get("properties").is_some_and(|properties| {
+                properties.as_object().is_some_and(|properties| {
+                    properties.keys().any(|key| {
+                        key.ends_with("Id") || key.ends_with("Ids") || NAMED.contains(&key.as_str())
+                    })
+                })
+            }) || object.values().any(takes_an_id)
+        }
+        serde_json::Value::Array(items) => items.iter().any(takes_an_id),
+        _ => false,
     }
 }

@@ -44,7 +44,7 @@ async fn supervisor_tools_answer_with_data_and_scope() {
         .call(
             admin,
             "rename.department",
-            json!({ "departmentId": languages, "newName": "Modern Languages" }),
+            json!({ "department": languages, "newName": "Modern Languages" }),
         )
         .await;
     assert_eq!(data(&reply)["department"]["name"], "Modern Languages");
@@ -62,13 +62,27 @@ async fn supervisor_tools_answer_with_data_and_scope() {
     assert_eq!(classes.len(), 4, "{classes:?}");
     assert!(classes.contains(&"S1 Blue") && classes.contains(&"S2 Red"));
 
+    // Two Nakatos in the demo data: Nakato Mary (S2 Green) and Nakato Sarah (S1 Blue).
     let reply = server
         .call(admin, "find.students", json!({ "query": "Nakato" }))
         .await;
     let found = data(&reply).as_array().unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0]["name"], "Nakato Mary");
+    assert_eq!(found[0]["class"]["name"], "S2 Green");
+    assert_eq!(found[1]["name"], "Nakato Sarah");
+    assert_eq!(found[1]["class"]["name"], "S1 Blue");
+    // A class by id narrows the search to it.
+    let reply = server
+        .call(
+            admin,
+            "find.students",
+            json!({ "query": "Nakato", "class": server.db.ids.class("S1 Blue") }),
+        )
+        .await;
+    let found = data(&reply).as_array().unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0]["name"], "Nakato Sarah");
-    assert_eq!(found[0]["class"]["name"], "S1 Blue");
 
     let reply = server
         .call(admin, "get.enrollment_summary", json!({}))
@@ -100,7 +114,7 @@ async fn class_teacher_tools_work_for_the_class_teacher() {
     let nakato = server.db.ids.student("Nakato Sarah");
 
     let reply = server
-        .call(amina, "get.class_roster", json!({ "classId": s1_blue }))
+        .call(amina, "get.class_roster", json!({ "class": s1_blue }))
         .await;
     assert_eq!(scope_context(&reply), NAALYA);
     let roster: Vec<&str> = data(&reply)["students"]
@@ -118,7 +132,7 @@ async fn class_teacher_tools_work_for_the_class_teacher() {
         .call(
             amina,
             "record.attendance",
-            json!({ "classId": s1_blue, "absentStudentIds": [nakato] }),
+            json!({ "class": s1_blue, "absent": [nakato] }),
         )
         .await;
     assert_eq!(reply.outcome, ToolOutcome::Ok);
@@ -140,7 +154,10 @@ async fn subject_teacher_tools_work_for_the_subject_teacher() {
 
     let reply = server.call(amina, "list.my_classes", json!({})).await;
     let classes = data(&reply).as_array().unwrap();
-    assert_eq!(classes.len(), 1);
+    // S1 Blue (her own class) and S2 Green, both Mathematics, in the demo data.
+    assert_eq!(classes.len(), 2);
+    assert_eq!(classes[1]["class"]["name"], "S2 Green");
+    assert_eq!(classes[1]["isClassTeacher"], false);
     assert_eq!(classes[0]["class"]["name"], "S1 Blue");
     assert_eq!(classes[0]["subjects"][0]["name"], "Mathematics");
     assert_eq!(classes[0]["isClassTeacher"], true);
@@ -166,11 +183,11 @@ async fn subject_teacher_tools_work_for_the_subject_teacher() {
     );
 
     let marks = json!([
-        { "studentId": ids.student("Nakato Sarah"), "score": 78 },
-        { "studentId": ids.student("Mugisha Brian"), "score": 64 },
+        { "student": ids.student("Nakato Sarah"), "score": 78 },
+        { "student": ids.student("Mugisha Brian"), "score": 64 },
     ]);
     let reply = server
-        .call(amina, "record.marks", json!({ "classId": s1_blue, "subjectId": maths, "assessment": "Mid-term test", "marks": marks }))
+        .call(amina, "record.marks", json!({ "class": s1_blue, "subject": maths, "assessment": "Mid-term test", "marks": marks }))
         .await;
     assert_eq!(data(&reply)["recorded"], 2);
     assert_eq!(data(&reply)["subject"]["name"], "Mathematics");
@@ -179,7 +196,7 @@ async fn subject_teacher_tools_work_for_the_subject_teacher() {
         .call(
             amina,
             "get.class_marks",
-            json!({ "classId": s1_blue, "subjectId": maths }),
+            json!({ "class": s1_blue, "subject": maths }),
         )
         .await;
     let scores: Vec<f64> = data(&reply)["marks"]
@@ -214,14 +231,25 @@ async fn director_of_studies_tools_work_for_the_director() {
         "{rows:?}"
     );
 
-    let args = json!({ "teacherId": ids.user("okello@hill.school"), "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Physics") });
+    let args = json!({ "teacher": ids.user("okello@hill.school"), "class": ids.class("S1 Blue"), "subject": ids.subject("Physics") });
     let reply = server.call(dos, "assign.subject_teacher", args).await;
     assert_eq!(data(&reply)["class"]["name"], "S1 Blue");
     assert_eq!(data(&reply)["subject"]["name"], "Physics");
+    // The listing filters by a class's or a teacher's id.
+    let reply = server
+        .call(
+            dos,
+            "list.teaching_assignments",
+            json!({ "class": ids.class("S1 Blue"), "teacher": ids.user("okello@hill.school") }),
+        )
+        .await;
+    let rows = data(&reply).as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["subject"]["name"], "Physics");
 
     // Results need marks: amina records two, then the director summarises them.
-    let marks = json!([{ "studentId": ids.student("Nakato Sarah"), "score": 80 }, { "studentId": ids.student("Mugisha Brian"), "score": 60 }]);
-    let args = json!({ "classId": ids.class("S1 Blue"), "subjectId": ids.subject("Mathematics"), "assessment": "Quiz", "marks": marks });
+    let marks = json!([{ "student": ids.student("Nakato Sarah"), "score": 80 }, { "student": ids.student("Mugisha Brian"), "score": 60 }]);
+    let args = json!({ "class": ids.class("S1 Blue"), "subject": ids.subject("Mathematics"), "assessment": "Quiz", "marks": marks });
     assert_eq!(
         server
             .call("amina@hill.school", "record.marks", args)
@@ -237,6 +265,12 @@ async fn director_of_studies_tools_work_for_the_director() {
         .expect("a Mathematics row");
     assert_eq!(maths["average"].as_f64().unwrap(), 70.0);
     assert_eq!(maths["marks"], 2);
+    // By ids: the class, the subject and the term.
+    let term = data(&reply)["term"].as_str().unwrap().to_owned();
+    let args = json!({ "class": ids.class("S1 Blue"), "subject": ids.subject("Mathematics"), "term": ids.term(ids.hill, &term) });
+    let reply = server.call(dos, "get.results_summary", args).await;
+    assert_eq!(data(&reply)["term"], term.as_str());
+    assert_eq!(data(&reply)["rows"], json!([maths]));
 }
 
 #[test]
