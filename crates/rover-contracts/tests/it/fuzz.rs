@@ -30,7 +30,7 @@ fn frames() -> Vec<Vec<u8>> {
             call_id: ToolCallId::parse("turn/call_1").unwrap(),
             event: "record.attendance".into(),
             identity: SignedTurnIdentity::from_token("a.b.c"),
-            args: json!({ "classId": uuid::Uuid::new_v4(), "absentStudentIds": [] }),
+            args: json!({ "class": "S1 Blue", "absent": ["Nakato"] }),
         }),
         encode(&ToolReply {
             call_id: ToolCallId::parse("turn/call_1").unwrap(),
