@@ -4,7 +4,7 @@ import { labelFor } from './labels.js';
 import { Question } from './Question.jsx';
 
 /** One message of the thread: the staff member's text, or Rover's reply with its activity
- * timeline, questions, approval cards and feedback buttons. */
+ * timeline, questions, approval cards, the model that answered and feedback buttons. */
 export function Message({ message, chatId, token, labels, streamedLabels, streaming, stopped, rated, canAnswer, answer, decide }) {
   if (message.role === 'user') {
     const text = message.parts
@@ -44,6 +44,12 @@ export function Message({ message, chatId, token, labels, streamedLabels, stream
       {stopped && (
         <div className="stopped" data-testid="stopped">
           Stopped.
+        </div>
+      )}
+      {/* The model that answered, from the turn's `finish` (its messageMetadata.model). */}
+      {!streaming && typeof message.metadata?.model === 'string' && (
+        <div className="answered-by" data-testid="answered-by">
+          answered by {message.metadata.model}
         </div>
       )}
       {!streaming && <Feedback chatId={chatId} messageId={message.id} token={token} rated={rated} />}

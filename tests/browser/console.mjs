@@ -80,6 +80,7 @@ const thread = async () => ({
   replies: await page.getByTestId('reply').allInnerTexts(),
   rows: await page.getByTestId('activity').allInnerTexts(),
   answers: await page.getByTestId('answer').allInnerTexts(),
+  answeredBy: await page.getByTestId('answered-by').allInnerTexts(),
   messageIds: await assistant().evaluateAll((messages) => messages.map((m) => m.dataset.messageId)),
 });
 /** The chats the sidebar lists, in order. */
@@ -124,6 +125,9 @@ try {
   await replyContains('I created the Sciences department');
   seen.createRows = await lastAssistant().getByTestId('activity').allInnerTexts();
   seen.createReply = await lastAssistant().getByTestId('reply').innerText();
+  // Under the reply, small: the model that answered (the finish chunk's messageMetadata.model).
+  await lastAssistant().getByTestId('answered-by').waitFor();
+  seen.createAnsweredBy = await lastAssistant().getByTestId('answered-by').innerText();
 
   begin('a new chat shows up in the sidebar with the title the server gave it');
   await chatItem(seen.chatId).waitFor();

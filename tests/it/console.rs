@@ -263,6 +263,12 @@ fn chatting(report: &Value) {
         text(report, "createReply").starts_with("Done — I created the Sciences department"),
         "{report:#}"
     );
+    // Under the reply: the model that answered, as the scripted model named itself.
+    assert_eq!(
+        text(report, "createAnsweredBy"),
+        "answered by rover-scripted",
+        "{report:#}"
+    );
     // Feedback on that reply: its message id, the rating and the comment, accepted.
     let chat = text(report, "chatId");
     let rated = text(report, "ratedMessageId");
@@ -399,6 +405,21 @@ fn history(report: &Value) {
     assert_eq!(report["openStatus"], 200, "{report:#}");
     assert_eq!(text(report, "urlChatAfterOpen"), first);
     assert_eq!(report["reopened"], report["firstChat"], "{report:#}");
+    // Every reply names the model that answered it, reopened from the server too.
+    for chat in ["firstChat", "stoppedChat"] {
+        let answered = &report[chat]["answeredBy"];
+        assert_eq!(
+            answered.as_array().map(Vec::len),
+            report[chat]["messageIds"].as_array().map(Vec::len),
+            "{chat}: {report:#}"
+        );
+        assert!(
+            answered
+                .as_array()
+                .is_some_and(|all| all.iter().all(|a| a == "answered by rover-scripted")),
+            "{chat}: {report:#}"
+        );
+    }
     assert_eq!(
         report["ratedOnReopen"], 1,
         "the rating shows again: {report:#}"

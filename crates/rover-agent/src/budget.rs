@@ -109,6 +109,8 @@ struct Spent {
     tool_calls: u32,
     /// The first limit the turn hit: once spent, the whole turn stops (a subagent's too).
     exhausted: Option<BudgetError>,
+    /// The model that answered the turn's latest model call in this delivery.
+    model: Option<String>,
 }
 
 /// A model call's reservation, to settle when it ends.
@@ -162,6 +164,17 @@ impl TurnBudget {
     /// What the turn's model calls used so far.
     pub fn usage(&self) -> TokenUsage {
         self.spent().usage
+    }
+
+    /// Notes the model that answered a model call (the name its response gave).
+    pub fn answered_by(&self, model: &str) {
+        self.spent().model = Some(model.to_owned());
+    }
+
+    /// The model that answered the turn's latest model call here; `None` before any (or when
+    /// every step was replayed from the journal).
+    pub fn model(&self) -> Option<String> {
+        self.spent().model.clone()
     }
 
     /// Checks a model call whose prompt is about `prompt_tokens`, and reserves its tokens (in the

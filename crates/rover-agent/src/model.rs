@@ -215,10 +215,16 @@ impl ModelClient {
                     error.type = tracing::field::Empty,
                 );
                 match self.start(client, &request).instrument(span.clone()).await {
-                    Ok(chunks) => {
+                    Ok((chunks, answered)) => {
                         return Ok(ModelStream {
                             chunks,
-                            model: endpoint.model.clone(),
+                            // The name the response gave (a server may name a snapshot of
+                            // what was asked for), else the one asked for.
+                            model: if answered.is_empty() {
+                                endpoint.model.clone()
+                            } else {
+                                answered
+                            },
                             text_tool_calls: endpoint.text_tool_calls,
                             provider: endpoint.provider.clone(),
                             fallback: index > 0,
@@ -245,12 +251,13 @@ impl ModelClient {
         Err(last)
     }
 
-    /// One attempt: the request, then its first chunk, each within the deadline.
+    /// One attempt: the request, then its first chunk, each within the deadline. Answers the
+    /// chunks and the model name the first one carries (empty when it carries none).
     async fn start(
         &self,
         client: &Client<OpenAIConfig>,
         request: &Value,
-    ) -> Result<ChunkStream, ModelError> {
+    ) -> Result<(ChunkStream, String), ModelError> {
         let started = tokio::time::timeout(
             self.timeout,
             client
@@ -269,13 +276,14 @@ impl ModelClient {
                 let first = normalizer
                     .normalize(first)
                     .map_err(|why| ModelError::Malformed(why.to_string()))?;
-                Ok(Box::pin(
-                    futures::stream::once(async { Ok(first) }).chain(bounded(
+                let answered = first.model.clone();
+                let chunks: ChunkStream =
+                    Box::pin(futures::stream::once(async { Ok(first) }).chain(bounded(
                         stream,
                         normalizer,
                         self.timeout,
-                    )),
-                ))
+                    )));
+                Ok((chunks, answered))
             }
             Ok(Some(Err(error))) => Err(ModelError::Transport(describe(&error))),
             Ok(None) => Err(ModelError::Malformed(

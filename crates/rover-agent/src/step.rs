@@ -108,6 +108,7 @@ pub(crate) async fn stream_step(
             let span = tracing::Span::current();
             span.record("gen_ai.response.model", stream.model.as_str());
             span.record("gen_ai.provider.name", stream.provider.as_str());
+            deps.budget.answered_by(&stream.model);
             model = stream.model;
             partial.holdback = Holdback::new(stream.text_tool_calls);
             read_step(&mut stream.chunks, step, emit, &mut usage, &mut partial).await

@@ -319,6 +319,10 @@ pub enum TurnEventKind {
         /// The tokens the turn's model calls used, as the model reported them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<TokenUsage>,
+        /// The model that answered the turn's last model call (the name its response gave);
+        /// absent when the turn called none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
 }
 

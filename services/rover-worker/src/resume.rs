@@ -240,6 +240,7 @@ mod tests {
                     TurnEventKind::Finish {
                         reason: FinishReason::Stop,
                         usage: None,
+                        model: None,
                     },
                 ),
             ],

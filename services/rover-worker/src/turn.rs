@@ -139,6 +139,7 @@ async fn finish_again(shared: &Shared, request: &TurnRequest, prior: Prior) {
             event: TurnEventKind::Finish {
                 reason: finish,
                 usage: None,
+                model: None,
             },
         });
     }
@@ -271,6 +272,7 @@ impl Turn<'_> {
             event: TurnEventKind::Finish {
                 reason: finish,
                 usage: Some(usage),
+                model: budget.model(),
             },
         });
     }

@@ -105,6 +105,7 @@ fn turn_events_are_tagged_like_stream_chunks() {
     let finish = serde_json::to_value(TurnEventKind::Finish {
         reason: FinishReason::ToolCalls,
         usage: None,
+        model: None,
     })
     .unwrap();
     assert_eq!(finish, json!({ "type": "finish", "reason": "tool-calls" }));
@@ -114,11 +115,23 @@ fn turn_events_are_tagged_like_stream_chunks() {
             input_tokens: 12,
             output_tokens: 3,
         }),
+        model: Some("qwen2.5-coder-1.5b-instruct".into()),
     })
     .unwrap();
     assert_eq!(
         finish,
-        json!({ "type": "finish", "reason": "stop", "usage": { "inputTokens": 12, "outputTokens": 3 } })
+        json!({ "type": "finish", "reason": "stop", "usage": { "inputTokens": 12, "outputTokens": 3 }, "model": "qwen2.5-coder-1.5b-instruct" })
+    );
+    // A finish written before the model was carried reads as one without it.
+    let earlier: TurnEventKind =
+        serde_json::from_value(json!({ "type": "finish", "reason": "stop" })).unwrap();
+    assert_eq!(
+        earlier,
+        TurnEventKind::Finish {
+            reason: FinishReason::Stop,
+            usage: None,
+            model: None,
+        }
     );
 }
 

@@ -45,7 +45,11 @@ impl ChunkMapper {
             TurnEventKind::Error { message, .. } => {
                 vec![json!({ "type": "error", "errorText": message })]
             }
-            TurnEventKind::Finish { reason, usage } => finish_chunks(reason, usage),
+            TurnEventKind::Finish {
+                reason,
+                usage,
+                model,
+            } => finish_chunks(reason, usage, model),
             tool => tool_chunks(tool, agent),
         }
     }
@@ -137,13 +141,18 @@ fn tool_chunks(event: TurnEventKind, agent: &str) -> Vec<Value> {
 
 /// How the stream ends. Stopped: with `abort` (then `[DONE]`), not `finish`; the message's
 /// metadata says it was stopped (`stopped: true`, which a reopened chat shows too: an `abort`
-/// chunk leaves nothing in the message) and what the turn spent.
+/// chunk leaves nothing in the message) and what the turn spent. Either way the metadata names
+/// the model that answered (`model`), when the turn called one.
 fn finish_chunks(
     reason: FinishReason,
     usage: Option<rover_contracts::wire::TokenUsage>,
+    model: Option<String>,
 ) -> Vec<Value> {
+    let mut metadata = usage.as_ref().map_or_else(|| json!({}), usage_metadata);
+    if let Some(model) = model {
+        metadata["model"] = Value::String(model);
+    }
     if reason == FinishReason::Abort {
-        let mut metadata = usage.as_ref().map_or_else(|| json!({}), usage_metadata);
         metadata["stopped"] = Value::Bool(true);
         return vec![
             json!({ "type": "message-metadata", "messageMetadata": metadata }),
@@ -157,8 +166,8 @@ fn finish_chunks(
         FinishReason::Error | FinishReason::Abort => "error",
     };
     let mut finish = json!({ "type": "finish", "finishReason": reason });
-    if let Some(usage) = usage {
-        finish["messageMetadata"] = usage_metadata(&usage);
+    if metadata.as_object().is_some_and(|m| !m.is_empty()) {
+        finish["messageMetadata"] = metadata;
     }
     vec![finish]
 }

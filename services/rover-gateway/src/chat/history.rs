@@ -400,6 +400,7 @@ mod tests {
                 TurnEventKind::Finish {
                     reason: FinishReason::ToolCalls,
                     usage: None,
+                    model: None,
                 },
             ],
         );
@@ -425,6 +426,7 @@ mod tests {
                 TurnEventKind::Finish {
                     reason: FinishReason::Stop,
                     usage: None,
+                    model: Some("rover-scripted".into()),
                 },
             ],
         );
@@ -434,6 +436,8 @@ mod tests {
         let reply = &messages[1];
         assert_eq!(reply["id"], "msg-1");
         assert_eq!(reply["metadata"]["turnId"], json!(continued_turn));
+        // The model that answered, from the continued turn's `finish`.
+        assert_eq!(reply["metadata"]["model"], "rover-scripted");
         let tool = &reply["parts"][1];
         assert_eq!(
             tool,
@@ -466,6 +470,7 @@ mod tests {
                 TurnEventKind::Finish {
                     reason: FinishReason::Abort,
                     usage: None,
+                    model: Some("qwen2.5-coder-1.5b-instruct".into()),
                 },
             ],
         );
@@ -477,6 +482,10 @@ mod tests {
             json!({ "type": "text", "text": "I help", "state": "streaming" })
         );
         assert_eq!(messages[1]["metadata"]["stopped"], true);
+        assert_eq!(
+            messages[1]["metadata"]["model"],
+            "qwen2.5-coder-1.5b-instruct"
+        );
         assert_eq!(messages[3]["id"], "msg-b");
         assert_eq!(messages[3]["parts"], json!([]));
     }

@@ -83,6 +83,7 @@ async fn reply(rest: &Rest, email: &str, chat: &str, turn: TurnId, message: &str
         TurnEventKind::Finish {
             reason: FinishReason::Stop,
             usage: None,
+            model: None,
         },
     ];
     let events: Vec<(i32, Value)> = kinds
