@@ -23,6 +23,7 @@ mod step;
 pub mod stop;
 mod store;
 mod textcalls;
+pub mod warm;
 mod window;
 
 pub use agent::{Agent, Mounts};

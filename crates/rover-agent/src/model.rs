@@ -251,6 +251,27 @@ impl ModelClient {
         Err(last)
     }
 
+    /// Asks the primary endpoint, once (no retry, no fallback) and within the deadline, for at
+    /// most one token after `messages`, not streamed: a server that caches prompt prefixes keeps
+    /// what it read (`model.warm_prompt_cache`). What it answers is dropped.
+    pub async fn warm(&self, messages: &[Value]) -> Result<(), ModelError> {
+        let (client, endpoint) = &self.endpoints[0];
+        let request = json!({
+            "model": endpoint.model,
+            "messages": messages,
+            "max_tokens": 1,
+            "stream": false,
+        });
+        let answered =
+            tokio::time::timeout(self.timeout, client.chat().create_byot::<_, Value>(request))
+                .await;
+        match answered {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(classify(&error)),
+            Err(_) => Err(ModelError::Timeout(self.timeout)),
+        }
+    }
+
     /// One attempt: the request, then its first chunk, each within the deadline. Answers the
     /// chunks and the model name the first one carries (empty when it carries none).
     async fn start(

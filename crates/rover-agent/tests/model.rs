@@ -268,3 +268,36 @@ async fn the_trace_shows_each_attempt_and_why_it_failed() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_warm_up_asks_the_primary_once_for_one_token_after_the_rules() {
+    let (primary, primary_url) = serve(Config::default()).await;
+    let (fallback, fallback_url) = serve(Config::default()).await;
+    let model = client(&primary_url, &[&fallback_url], 2, Duration::from_secs(5));
+    rover_agent::warm::warm_prompt_cache(&model)
+        .await
+        .expect("the warm-up is answered");
+    let requests = primary.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let request = &requests[0];
+    assert_eq!(request["model"], "primary");
+    assert_eq!(request["max_tokens"], 1);
+    assert_eq!(request["stream"], false);
+    assert!(request.get("tools").is_none(), "{request:#}");
+    assert_eq!(request["messages"][0]["role"], "system");
+    assert_eq!(
+        request["messages"][0]["content"],
+        rover_agent::warm::rules_prefix()
+    );
+    assert!(fallback.requests().is_empty());
+
+    // An endpoint that fails is asked once: no retry, no fallback; the failure is the answer.
+    let (failing_primary, failing_url) = serve(failing(1, 503)).await;
+    let model = client(&failing_url, &[&fallback_url], 2, Duration::from_secs(5));
+    let error = rover_agent::warm::warm_prompt_cache(&model)
+        .await
+        .expect_err("a 503 fails the warm-up");
+    assert!(matches!(error, ModelError::Transport(_)), "{error:?}");
+    assert_eq!(failing_primary.requests().len(), 1);
+    assert!(fallback.requests().is_empty());
+}

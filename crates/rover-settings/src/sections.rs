@@ -153,6 +153,11 @@ pub struct ModelSettings {
     /// Who serves the model, as traces name it (`gen_ai.provider.name`): `openai` for OpenAI
     /// and servers that speak its API unless you name them (`llama.cpp`, `vllm`, …).
     pub provider: String,
+    /// When the worker starts, send the primary endpoint one small request (`max_tokens` 1) whose
+    /// system prompt is the fixed rules every Rover prompt opens with, in the background, so a
+    /// server that caches prompt prefixes (llama.cpp) has them before the first turn. Never
+    /// delays readiness; the outcome is logged. Off by default (a hosted API gains nothing).
+    pub warm_prompt_cache: bool,
 }
 
 /// What a step does with a tool call the model wrote as text (`model.text_tool_calls`).
@@ -188,6 +193,7 @@ impl Default for ModelSettings {
             backoff_ms: 250,
             text_tool_calls: TextToolCalls::Auto,
             provider: "openai".to_owned(),
+            warm_prompt_cache: false,
         }
     }
 }

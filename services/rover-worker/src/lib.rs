@@ -187,8 +187,17 @@ impl App {
                 })
                 .await
         });
+        // In the background: readiness never waits for the model server.
+        let warming = shared
+            .settings
+            .model
+            .warm_prompt_cache
+            .then(|| tokio::spawn(warm_prompt_cache(shared.runtime.model.clone())));
         tracing::info!(%queue, model = shared.runtime.model.model(), http = %http_addr, "worker ready; waiting for shutdown");
         shutdown.await;
+        if let Some(warming) = warming {
+            warming.abort();
+        }
         tracing::info!("draining: no new turns; finishing the turns in flight");
         consumer.shutdown().await;
         control.shutdown().await;
@@ -259,6 +268,23 @@ fn health_router(broker: &Broker, shared: &Shared) -> axum::Router {
                 }
             }),
         )
+}
+
+/// Warms the model server's prompt cache with the fixed rules of Rover's prompt
+/// (`model.warm_prompt_cache`), logging how long it took or why it failed; a failure changes
+/// nothing else.
+async fn warm_prompt_cache(model: ModelClient) {
+    tracing::info!(
+        model = model.model(),
+        "warming the model server's prompt cache with the rules of Rover's prompt"
+    );
+    match rover_agent::warm::warm_prompt_cache(&model).await {
+        Ok(took) => tracing::info!(
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "warmed the model server's prompt cache"
+        ),
+        Err(error) => tracing::warn!(%error, "could not warm the model server's prompt cache"),
+    }
 }
 
 /// The model client from `model.*` (its fallbacks inherit the primary's key, call style and

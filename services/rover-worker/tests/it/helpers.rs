@@ -123,6 +123,14 @@ impl Transcript {
             .collect()
     }
 
+    /// The model the turn's `finish` named.
+    pub(crate) fn model(&self) -> Option<String> {
+        self.events.iter().find_map(|e| match &e.event {
+            TurnEventKind::Finish { model, .. } => model.clone(),
+            _ => None,
+        })
+    }
+
     /// The token usage the turn's `finish` reported.
     pub(crate) fn usage(&self) -> Option<rover_contracts::wire::TokenUsage> {
         self.events.iter().find_map(|e| match &e.event {
@@ -154,6 +162,8 @@ pub(crate) struct Knobs {
     pub(crate) prepare_sandboxes: Option<fn(&std::path::Path)>,
     /// The worker's budgets, when not the defaults.
     pub(crate) budget: Option<rover_worker::BudgetSettings>,
+    /// `model.warm_prompt_cache`.
+    pub(crate) warm_prompt_cache: bool,
 }
 
 impl Default for Knobs {
@@ -164,6 +174,7 @@ impl Default for Knobs {
             context: None,
             prepare_sandboxes: None,
             budget: None,
+            warm_prompt_cache: false,
         }
     }
 }
@@ -224,6 +235,7 @@ pub(crate) async fn spawn_stack_with(knobs: Knobs) -> Stack {
         .clone()
         .unwrap_or_else(|| format!("http://{model}/v1"));
     settings.model.timeout_ms = 10_000;
+    settings.model.warm_prompt_cache = knobs.warm_prompt_cache;
     settings.agent.skills_dir = skills_dir();
     settings.agent.sandbox_dir = Some(sandboxes.0.clone());
     if let Some(prepare) = knobs.prepare_sandboxes {
