@@ -829,10 +829,12 @@ async fn students_and_staff_can_be_searched() {
     let rest = spawn_rest().await;
     let ids = &rest.db.ids;
 
+    // Two Nakatos in the demo data: Nakato Mary (S2 Green) and Nakato Sarah (S1 Blue).
     let found = rest.get(ADMIN, "/api/students?query=nakato").await;
     assert_eq!(found.status, StatusCode::OK, "{}", found.body);
-    assert_eq!(names(&found.body), ["Nakato Sarah"]);
-    assert_eq!(found.body[0]["class"]["name"], "S1 Blue");
+    assert_eq!(names(&found.body), ["Nakato Mary", "Nakato Sarah"]);
+    assert_eq!(found.body[0]["class"]["name"], "S2 Green");
+    assert_eq!(found.body[1]["class"]["name"], "S1 Blue");
     let in_class = rest
         .get(
             ADMIN,
