@@ -75,33 +75,7 @@ pub async fn record_marks(
         )));
     }
 
-    let before: Vec<(Uuid, f64)> = sqlx::query_as(
-        "SELECT student_id, score::float8 FROM marks \
-         WHERE student_id = ANY($1) AND subject_id = $2 AND term_id = $3 AND assessment = $4",
-    )
-    .bind(&ids)
-    .bind(subject.id)
-    .bind(term.id)
-    .bind(&assessment)
-    .fetch_all(tx.connection())
-    .await?;
-    let school = tx.school_uuid();
-    sqlx::query(
-        "INSERT INTO marks (school_id, student_id, subject_id, term_id, assessment, score, recorded_by) \
-         SELECT $1, m.student_id, $4, $5, $6, m.score, $7 \
-         FROM unnest($2::uuid[], $3::float8[]) AS m(student_id, score) \
-         ON CONFLICT (school_id, student_id, subject_id, term_id, assessment) \
-         DO UPDATE SET score = excluded.score, recorded_by = excluded.recorded_by, recorded_at = now()",
-    )
-    .bind(school)
-    .bind(&ids)
-    .bind(scores.values().copied().collect::<Vec<f64>>())
-    .bind(subject.id)
-    .bind(term.id)
-    .bind(&assessment)
-    .bind(actor.uuid())
-    .execute(tx.connection())
-    .await?;
+    let before = replace_marks(tx, actor, &subject, &term, &assessment, &scores).await?;
 
     let snapshot = |scores: &BTreeMap<Uuid, f64>| {
         json!({
@@ -126,6 +100,47 @@ pub async fn record_marks(
             recorded: count(scores.len()),
         },
     })
+}
+
+/// Stores `scores` for the assessment, replacing a student's earlier score; returns the scores
+/// replaced.
+async fn replace_marks(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    subject: &SubjectRow,
+    term: &TermRow,
+    assessment: &str,
+    scores: &BTreeMap<Uuid, f64>,
+) -> Result<Vec<(Uuid, f64)>, DomainError> {
+    let ids: Vec<Uuid> = scores.keys().copied().collect();
+    let before: Vec<(Uuid, f64)> = sqlx::query_as(
+        "SELECT student_id, score::float8 FROM marks \
+         WHERE student_id = ANY($1) AND subject_id = $2 AND term_id = $3 AND assessment = $4",
+    )
+    .bind(&ids)
+    .bind(subject.id)
+    .bind(term.id)
+    .bind(assessment)
+    .fetch_all(tx.connection())
+    .await?;
+    let school = tx.school_uuid();
+    sqlx::query(
+        "INSERT INTO marks (school_id, student_id, subject_id, term_id, assessment, score, recorded_by) \
+         SELECT $1, m.student_id, $4, $5, $6, m.score, $7 \
+         FROM unnest($2::uuid[], $3::float8[]) AS m(student_id, score) \
+         ON CONFLICT (school_id, student_id, subject_id, term_id, assessment) \
+         DO UPDATE SET score = excluded.score, recorded_by = excluded.recorded_by, recorded_at = now()",
+    )
+    .bind(school)
+    .bind(&ids)
+    .bind(scores.values().copied().collect::<Vec<f64>>())
+    .bind(subject.id)
+    .bind(term.id)
+    .bind(assessment)
+    .bind(actor.uuid())
+    .execute(tx.connection())
+    .await?;
+    Ok(before)
 }
 
 /// The marks of a subject the actor teaches to the class this academic year, for a term of this
