@@ -370,7 +370,6 @@ pub(crate) mod ids {
     pub(crate) const PHYSICS: &str = "7b2d3e4f-5061-4b72-8c83-000000000202";
     pub(crate) const NAKATO: &str = "8c3e4f50-6172-4c83-9d94-000000000301";
     pub(crate) const MUGISHA: &str = "8c3e4f50-6172-4c83-9d94-000000000302";
-    pub(crate) const AMINA: &str = "9d4f5061-7283-4d94-8ea5-000000000401";
     pub(crate) const OKELLO: &str = "9d4f5061-7283-4d94-8ea5-000000000402";
     pub(crate) const LANGUAGES: &str = "ae506172-8394-4ea5-9fb6-000000000501";
     pub(crate) const SCIENCES: &str = "ae506172-8394-4ea5-9fb6-000000000502";

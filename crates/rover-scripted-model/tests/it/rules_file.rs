@@ -110,3 +110,93 @@ fn the_default_rules_load_and_end_with_a_catch_all() {
         );
     }
 }
+
+/// The arguments every call of the shipped rules sends are arguments of that tool's contract
+/// (`tool-contracts.json`, kept in sync with the contracts by the gateway's tests): a renamed
+/// argument cannot linger here and be refused only when a conversation reaches it. Injected
+/// fields (`inject`) are meant to be refused, so they are not checked.
+#[test]
+fn the_default_rules_call_tools_with_their_contracts_arguments() {
+    let contracts: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tool-contracts.json"
+    )))
+    .expect("tool-contracts.json parses");
+    let schema_of = |tool: &str| {
+        contracts
+            .as_array()
+            .expect("a list of contracts")
+            .iter()
+            .find(|c| c["name"] == tool)
+            .map(|c| c["argsSchema"].clone())
+    };
+    let rules: toml::Value = toml::from_str(DEFAULT_RULES).expect("rules.toml parses");
+    let mut checked = 0;
+    for rule in rules["rule"].as_array().expect("rules") {
+        let name = rule["name"].as_str().unwrap_or("?");
+        for step in rule
+            .get("steps")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let calls = match step.get("call") {
+                Some(toml::Value::Array(calls)) => calls.clone(),
+                Some(call) => vec![call.clone()],
+                None => continue,
+            };
+            for call in calls {
+                let tool = call["tool"].as_str().expect("a tool");
+                let Some(schema) = schema_of(tool) else {
+                    continue;
+                };
+                let args = match call.get("args") {
+                    Some(toml::Value::Table(args)) => args.clone(),
+                    Some(toml::Value::String(json)) => {
+                        let args: toml::Table = serde_json::from_str(json).expect("JSON args");
+                        args
+                    }
+                    _ => toml::Table::new(),
+                };
+                check_object(&format!("{name}: {tool}"), &args, &schema);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} calls checked");
+}
+
+/// Every key of `args` is a property of `schema`, and every required property is there; an
+/// array property's items (written out, or an `each`'s `item`) are checked against its items.
+fn check_object(place: &str, args: &toml::Table, schema: &serde_json::Value) {
+    let properties = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (key, value) in args {
+        let property = properties
+            .get(key)
+            .unwrap_or_else(|| panic!("{place}: `{key}` is not an argument of the tool"));
+        let items = &property["items"];
+        if !items.is_object() {
+            continue;
+        }
+        let elements: Vec<&toml::Value> = match value {
+            toml::Value::Array(elements) => elements.iter().collect(),
+            toml::Value::Table(each) => each.get("item").into_iter().collect(),
+            _ => Vec::new(),
+        };
+        for element in elements {
+            if let toml::Value::Table(element) = element {
+                check_object(&format!("{place}: {key}[]"), element, items);
+            }
+        }
+    }
+    for required in schema["required"].as_array().into_iter().flatten() {
+        let required = required.as_str().unwrap_or_default();
+        assert!(
+            args.contains_key(required),
+            "{place}: the required `{required}` is missing"
+        );
+    }
+}
