@@ -1,12 +1,16 @@
-//! `rover-eval` (`make eval`): fixed staff utterances (`utterances.toml`) through a Rover of its
-//! own — the real gateway, worker and tool server on a fresh vhost and seeded database — against
-//! a model, scored on tool choice, arguments, unintended writes and finished turns.
+//! `rover-eval` (`make eval`): fixed staff chats (`utterances.toml`) through a Rover of its own —
+//! the real gateway, worker and tool server on a fresh vhost and seeded database — against a
+//! model, scored on tool choice, arguments, unintended writes, false claims and finished turns.
 //!
-//! Layout: `cases` (the file and its checks), `prompts` (`--prompts`), `stack` (the processes), `turn` (one case over HTTP
-//! and SSE, and its audit rows), `score` (pure scoring), `report` (table and JSON).
+//! Layout: `cases` (the file and its checks), `prompts` (`--prompts`), `stack` (the processes),
+//! `turn` (one turn over HTTP and SSE, its questions answered, and its audit rows), `names` (the
+//! rows `@kind:name` checks name), `claims` (what a reply says was done), `score` (pure
+//! scoring), `report` (table and JSON).
 
 pub mod cases;
+pub mod claims;
 pub mod feedback;
+pub mod names;
 pub mod prompts;
 pub mod report;
 pub mod score;
@@ -16,12 +20,12 @@ pub mod turn;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rover_domain::seed::DemoIds;
 use serde_json::Value;
 
 use crate::cases::Case;
-use crate::report::{CaseResult, Report, Totals};
-use crate::score::{Resolve, ResolveError};
+use crate::names::{Directory, Names};
+use crate::report::{CaseResult, FollowupResult, Report, Totals};
+use crate::score::{Observed, Score};
 use crate::stack::{ModelChoice, Stack};
 
 /// What one run needs.
@@ -60,13 +64,24 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let model_served = served_model(&http, &stack.model_url).await;
     let mut results = Vec::new();
     for case in options.cases {
-        let observed = turn::run(&stack, &http, &case, options.turn_timeout).await;
-        let score = score::score(&case, &observed, &DemoResolver(&stack.db.ids));
+        let mut turns = run_case(&stack, &http, &case, options.turn_timeout).await;
+        let score = Score::of_turns(turns.iter().map(|(_, s)| s));
+        let (observed, _) = turns.remove(0);
+        let followups = turns
+            .into_iter()
+            .zip(&case.followups)
+            .map(|((observed, score), followup)| FollowupResult {
+                text: followup.text.clone(),
+                score,
+                observed,
+            })
+            .collect();
         let result = CaseResult {
             passed: score.passed(),
             case,
             score,
             observed,
+            followups,
         };
         if let Some(f) = options.on_result {
             f(&result);
@@ -99,36 +114,33 @@ async fn served_model(http: &reqwest::Client, base_url: &str) -> Option<String> 
     body["data"][0]["id"].as_str().map(str::to_owned)
 }
 
-/// `@kind:name` → the demo data's id.
-struct DemoResolver<'a>(&'a DemoIds);
-
-impl Resolve for DemoResolver<'_> {
-    fn resolve(&self, value: &Value) -> Result<Value, ResolveError> {
-        let Some(reference) = value.as_str().and_then(|s| s.strip_prefix('@')) else {
-            return Ok(value.clone());
+/// Runs a case's turns in one chat, each scored against the rows as they were just before it
+/// (a department the first turn creates is named by the next).
+async fn run_case(
+    stack: &Stack,
+    http: &reqwest::Client,
+    case: &Case,
+    timeout: Duration,
+) -> Vec<(Observed, Score)> {
+    let mut chat = turn::Chat::new(stack, &case.user);
+    let mut turns = Vec::new();
+    for expect in case.turns() {
+        let directory = Directory::load(&stack.owner).await;
+        let mut observed =
+            turn::run(stack, http, &mut chat, expect.text, expect.answers, timeout).await;
+        let directory = directory.unwrap_or_else(|e| {
+            observed
+                .harness_errors
+                .push(format!("reading the rows checks name: {e}"));
+            Directory::default()
+        });
+        let names = Names {
+            school: directory.school_of(&case.user),
+            directory: &directory,
+            ids: &stack.db.ids,
         };
-        let (kind, name) = reference
-            .split_once(':')
-            .ok_or_else(|| ResolveError::Malformed(reference.to_owned()))?;
-        let ids = self.0;
-        let id = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kind {
-            "department" => Some(ids.department(name).to_string()),
-            "subject" => Some(ids.subject(name).to_string()),
-            "class" => Some(ids.class(name).to_string()),
-            "student" => Some(ids.student(name).to_string()),
-            "user" => Some(ids.user(name).to_string()),
-            "profile" => Some(ids.profile(name).to_string()),
-            "campus" => Some(ids.campus(name).to_string()),
-            _ => None,
-        }))
-        .map_err(|_| ResolveError::Unknown {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-        })?
-        .ok_or_else(|| ResolveError::UnknownKind {
-            kind: kind.to_owned(),
-            reference: reference.to_owned(),
-        })?;
-        Ok(Value::String(id))
+        let score = score::score(&expect, &observed, &names);
+        turns.push((observed, score));
     }
+    turns
 }

@@ -9,9 +9,10 @@ use rover_eval::report::CaseResult;
 use rover_eval::stack::ModelChoice;
 use rover_eval::{Options, cases};
 
-/// Sends fixed staff utterances through a Rover of its own (real gateway, worker and tool server
-/// on a fresh vhost and seeded database) and scores each turn: the right tool, the right
-/// arguments, no unintended write, and a finished turn. Prints a table; writes JSON.
+/// Sends fixed staff chats through a Rover of its own (real gateway, worker and tool server on a
+/// fresh vhost and seeded database), answering the questions they raise, and scores each turn:
+/// the right tool, the right arguments, no unintended write, no false claim, and a finished
+/// turn. Prints a table; writes JSON.
 ///
 /// Needs the workspace binaries built next to it (`make eval` builds them), a local RabbitMQ
 /// (`rabbitmqctl` on PATH) and Postgres with superuser access (`ROVER_TEST_ADMIN_URL`, default
@@ -79,17 +80,26 @@ struct Cli {
 }
 
 fn progress(r: &CaseResult) {
-    let calls: Vec<&str> = r.observed.calls.iter().map(|c| c.name.as_str()).collect();
+    let calls: Vec<String> = r
+        .turns()
+        .map(|o| {
+            let names: Vec<&str> = o.calls.iter().map(|c| c.name.as_str()).collect();
+            names.join(", ")
+        })
+        .collect();
     eprintln!(
         "  {} {:<30} {:>6.1} s  [{}]{}",
         if r.passed { "pass" } else { "FAIL" },
         r.case.id,
-        r.observed.millis as f64 / 1000.0,
-        calls.join(", "),
+        r.millis() as f64 / 1000.0,
+        calls.join("] ⏵ ["),
         if r.passed {
             String::new()
         } else {
-            let said: String = r.observed.text.chars().take(160).collect();
+            let said: Vec<String> = r
+                .turns()
+                .map(|o| o.text.chars().take(160).collect())
+                .collect();
             format!("  — {}; said: {said:?}", r.score.notes.join("; "))
         }
     );

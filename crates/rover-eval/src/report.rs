@@ -12,9 +12,39 @@ use crate::score::{Observed, Score};
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseResult {
     pub case: Case,
+    /// Every turn's scores: each passes when it passes in every turn.
     pub score: Score,
     pub passed: bool,
+    /// The first turn (the case's `text` and its answers).
     pub observed: Observed,
+    /// Each followup's turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub followups: Vec<FollowupResult>,
+}
+
+/// A followup's turn: its message, its own scores, and what was seen.
+#[derive(Debug, Clone, Serialize)]
+pub struct FollowupResult {
+    pub text: String,
+    pub score: Score,
+    pub observed: Observed,
+}
+
+impl CaseResult {
+    /// The case's turns, in order.
+    pub fn turns(&self) -> impl Iterator<Item = &Observed> {
+        std::iter::once(&self.observed).chain(self.followups.iter().map(|f| &f.observed))
+    }
+
+    /// The seconds of all its turns.
+    pub fn millis(&self) -> u64 {
+        self.turns().map(|o| o.millis).sum()
+    }
+
+    /// The model requests of all its turns.
+    pub fn model_calls(&self) -> u32 {
+        self.turns().map(|o| o.model_calls).sum()
+    }
 }
 
 /// A whole run.
@@ -32,7 +62,8 @@ pub struct Report {
     pub totals: Totals,
 }
 
-/// How many cases passed each score, of how many.
+/// How many cases passed each score, of how many; times and model requests per turn (a staff
+/// message with the continuations its answers drove).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     pub cases: usize,
@@ -40,42 +71,87 @@ pub struct Totals {
     pub args: usize,
     pub writes: usize,
     pub answer: usize,
+    pub claims: usize,
     pub done: usize,
     pub passed: usize,
-    /// Turn time percentiles over the cases, in seconds.
+    /// Turns, over every case.
+    pub turns: usize,
+    /// Turns whose reply said something was done while nothing was written.
+    pub false_claims: usize,
+    /// Turn time percentiles, in seconds.
     pub p50_secs: f64,
     pub p90_secs: f64,
+    /// Model requests per turn, percentiles.
+    pub p50_model_calls: u32,
+    pub p90_model_calls: u32,
 }
 
 impl Totals {
     pub fn of(results: &[CaseResult]) -> Totals {
         let count = |f: &dyn Fn(&CaseResult) -> bool| results.iter().filter(|r| f(r)).count();
+        let turns: Vec<&Observed> = results.iter().flat_map(CaseResult::turns).collect();
+        let turn_scores = results
+            .iter()
+            .flat_map(|r| r.followups.iter().map(|f| &f.score))
+            .filter(|s| !s.claims)
+            .count();
+        let first_claims = results
+            .iter()
+            .filter(|r| r.score.notes.iter().any(|n| n.starts_with("false claim")))
+            .count();
+        let secs: Vec<f64> = turns.iter().map(|o| o.millis as f64 / 1000.0).collect();
+        let calls: Vec<f64> = turns.iter().map(|o| f64::from(o.model_calls)).collect();
         Totals {
             cases: results.len(),
             tool: count(&|r| r.score.tool),
             args: count(&|r| r.score.args),
             writes: count(&|r| r.score.writes),
             answer: count(&|r| r.score.answer),
+            claims: count(&|r| r.score.claims),
             done: count(&|r| r.score.done),
             passed: count(&|r| r.passed),
-            p50_secs: percentile(results, 0.5),
-            p90_secs: percentile(results, 0.9),
+            turns: turns.len(),
+            false_claims: first_claims + turn_scores,
+            p50_secs: percentile(&secs, 0.5),
+            p90_secs: percentile(&secs, 0.9),
+            p50_model_calls: percentile(&calls, 0.5) as u32,
+            p90_model_calls: percentile(&calls, 0.9) as u32,
         }
     }
 }
 
-/// The nearest-rank percentile `q` of the cases' turn times, in seconds.
-fn percentile(results: &[CaseResult], q: f64) -> f64 {
-    let mut secs: Vec<f64> = results
-        .iter()
-        .map(|r| r.observed.millis as f64 / 1000.0)
-        .collect();
-    if secs.is_empty() {
+/// The nearest-rank percentile `q` of `values`.
+fn percentile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
         return 0.0;
     }
-    secs.sort_by(f64::total_cmp);
-    let rank = (q * secs.len() as f64).ceil() as usize;
-    secs[rank.clamp(1, secs.len()) - 1]
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// A turn's calls as the table shows them: `agent:tool` for a subagent's, `⏸` when held for
+/// approval, `(worker)` when the worker made it.
+fn calls_of(observed: &Observed) -> String {
+    let calls: Vec<String> = observed
+        .calls
+        .iter()
+        .map(|c| {
+            let approval = if c.approval_requested { "⏸" } else { "" };
+            let worker = if c.by_worker { "(worker)" } else { "" };
+            if c.agent == "rover" {
+                format!("{}{approval}{worker}", c.name)
+            } else {
+                format!("{}:{}{approval}{worker}", c.agent, c.name)
+            }
+        })
+        .collect();
+    if calls.is_empty() {
+        "–".to_owned()
+    } else {
+        calls.join(", ")
+    }
 }
 
 fn mark(ok: bool) -> &'static str {
@@ -84,51 +160,41 @@ fn mark(ok: bool) -> &'static str {
 
 impl Report {
     /// The Markdown table (one row per case, then the totals), with each failure's notes below.
+    /// A chat's turns are separated by ` ⏵ ` in its calls; its seconds, prompt tokens and model
+    /// calls are its turns' sums.
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| case | kind | user | tools called | tool | args | writes | answer | done | first s | prompt tok | s |\n|---|---|---|---|---|---|---|---|---|--:|--:|--:|\n",
+            "| case | kind | user | tools called | tool | args | writes | answer | claims | done | first s | prompt tok | calls | s |\n|---|---|---|---|---|---|---|---|---|---|--:|--:|--:|--:|\n",
         );
         for r in &self.results {
-            let calls: Vec<String> = r
-                .observed
-                .calls
-                .iter()
-                .map(|c| {
-                    let approval = if c.approval_requested { "⏸" } else { "" };
-                    if c.agent == "rover" {
-                        format!("{}{approval}", c.name)
-                    } else {
-                        format!("{}:{}{approval}", c.agent, c.name)
-                    }
-                })
-                .collect();
+            let calls: Vec<String> = r.turns().map(calls_of).collect();
+            let tokens: Option<u64> = r
+                .turns()
+                .filter_map(|o| o.input_tokens)
+                .reduce(|a, b| a + b);
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
                 r.case.id,
                 r.case.kind.as_str(),
                 r.case.user,
-                if calls.is_empty() {
-                    "–".to_owned()
-                } else {
-                    calls.join(", ")
-                },
+                calls.join(" ⏵ "),
                 mark(r.score.tool),
                 mark(r.score.args),
                 mark(r.score.writes),
                 mark(r.score.answer),
+                mark(r.score.claims),
                 mark(r.score.done),
                 r.observed
                     .first_output_millis
                     .map_or("–".to_owned(), |ms| format!("{:.1}", ms as f64 / 1000.0)),
-                r.observed
-                    .input_tokens
-                    .map_or("–".to_owned(), |t| t.to_string()),
-                r.observed.millis as f64 / 1000.0,
+                tokens.map_or("–".to_owned(), |t| t.to_string()),
+                r.model_calls(),
+                r.millis() as f64 / 1000.0,
             ));
         }
         let t = &self.totals;
         out.push_str(&format!(
-            "| **total** | | | **{}/{} passed** | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | | | p50 {:.1}, p90 {:.1} |\n",
+            "| **total** | | | **{}/{} passed** | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | | | p50 {}, p90 {} | p50 {:.1}, p90 {:.1} |\n",
             t.passed,
             t.cases,
             t.tool,
@@ -139,8 +205,12 @@ impl Report {
             t.cases,
             t.answer,
             t.cases,
+            t.claims,
+            t.cases,
             t.done,
             t.cases,
+            t.p50_model_calls,
+            t.p90_model_calls,
             t.p50_secs,
             t.p90_secs
         ));
@@ -159,15 +229,22 @@ impl Report {
                 .score
                 .notes
                 .iter()
-                .filter(|n| n.starts_with("unintended write"));
+                .filter(|n| n.contains("unintended write"));
             for note in unintended {
                 problems.push(format!("{}: {note}", r.case.id));
             }
-            for error in &r.observed.harness_errors {
-                problems.push(format!("{}: harness error: {error}", r.case.id));
-            }
-            if r.observed.finish.is_none() && r.observed.harness_errors.is_empty() {
-                problems.push(format!("{}: the turn never reached `finish`", r.case.id));
+            for (i, turn) in r.turns().enumerate() {
+                let at = if i == 0 {
+                    r.case.id.clone()
+                } else {
+                    format!("{} (followup {i})", r.case.id)
+                };
+                for error in &turn.harness_errors {
+                    problems.push(format!("{at}: harness error: {error}"));
+                }
+                if turn.finish.is_none() && turn.harness_errors.is_empty() {
+                    problems.push(format!("{at}: the turn never reached `finish`"));
+                }
             }
         }
         let t = &self.totals;
@@ -219,8 +296,8 @@ mod tests {
         fn resolve(
             &self,
             value: &serde_json::Value,
-        ) -> Result<serde_json::Value, crate::score::ResolveError> {
-            Ok(value.clone())
+        ) -> Result<crate::score::Want, crate::score::ResolveError> {
+            Ok(crate::score::Want::Value(value.clone()))
         }
     }
 
@@ -230,12 +307,13 @@ mod tests {
         ))
         .unwrap()
         .remove(0);
-        let score = score(&case, &observed, &Plain);
+        let score = score(&case.turns()[0], &observed, &Plain);
         CaseResult {
             passed: score.passed(),
             case,
             score,
             observed,
+            followups: Vec::new(),
         }
     }
 
@@ -264,7 +342,7 @@ mod tests {
         let mut wrote = finished();
         wrote.writes.push(Write {
             event: "create.department".to_owned(),
-            campus: None,
+            ..Write::default()
         });
         let mut broken = finished();
         broken.harness_errors.push("POST /api/chat: 503".to_owned());
@@ -289,5 +367,64 @@ mod tests {
             .unwrap_err()
             .problems;
         assert_eq!(problems, ["1/2 cases passed (50%), below --min-pass 75%"]);
+    }
+
+    #[test]
+    fn a_chat_is_one_row_its_turns_count_apart_and_a_followup_can_fail_the_gate() {
+        let mut first = finished();
+        first.model_calls = 2;
+        first.millis = 1_000;
+        first.calls.push(crate::score::ToolCall {
+            id: "ask-0".to_owned(),
+            name: "ask_user".to_owned(),
+            input: serde_json::Value::Null,
+            agent: "rover".to_owned(),
+            approval_requested: false,
+            by_worker: true,
+            settled: true,
+            error: None,
+        });
+        let mut chat = result("chat", first);
+        let mut later = Observed {
+            model_calls: 6,
+            millis: 3_000,
+            ..Observed::default()
+        };
+        later
+            .harness_errors
+            .push("reading the stream: reset".to_owned());
+        chat.followups.push(FollowupResult {
+            text: "And another".to_owned(),
+            score: score(&chat.case.turns()[0], &later, &Plain),
+            observed: later,
+        });
+        chat.score = crate::score::Score::of_turns([&chat.score, &chat.followups[0].score]);
+        chat.passed = chat.score.passed();
+        let mut other = finished();
+        other.model_calls = 4;
+        other.millis = 2_000;
+        let report = report(vec![chat, result("other", other)]);
+        let t = &report.totals;
+        assert_eq!((t.cases, t.turns, t.passed), (2, 3, 1));
+        assert_eq!((t.p50_model_calls, t.p90_model_calls), (4, 6));
+        assert!((t.p50_secs - 2.0).abs() < 1e-9 && (t.p90_secs - 3.0).abs() < 1e-9);
+        let table = report.table();
+        assert!(
+            table.contains("| chat | read | admin@hill.school | ask_user(worker) ⏵ – |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 8 | 4.0 |"),
+            "the chat's calls and seconds: {table}"
+        );
+        assert!(
+            table.contains("| p50 4, p90 6 | p50 2.0, p90 3.0 |"),
+            "{table}"
+        );
+        let problems = report.gate(0.0).unwrap_err().problems;
+        assert_eq!(
+            problems,
+            ["chat (followup 1): harness error: reading the stream: reset"]
+        );
     }
 }

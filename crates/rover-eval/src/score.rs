@@ -1,19 +1,25 @@
-//! Scoring one turn against its case: pure functions over what was observed, so every rule is
-//! unit-tested and the harness can fail.
+//! Scoring one turn against its expectations: pure functions over what was observed, so every
+//! rule is unit-tested and the harness can fail. A turn is one staff message of a case's chat
+//! (its `text`, or a followup's) with the continuations the case's `answers` drove.
 //!
-//! - **tool**: every expected tool was called (by Rover or a subagent) and no forbidden one was;
+//! - **tool**: every expected tool was called (by Rover, a subagent or the worker) and no
+//!   forbidden one was;
 //! - **args**: every argument check holds for some call of its tool;
 //! - **writes**: the audit rows written during the turn are exactly the expected writes (an extra
 //!   row is an *unintended write*, a missing one a *missing write*); a write paused for approval
 //!   (`tool-approval-request`) is not run, so it counts as neither;
 //! - **answer**: what the staff member reads is prose: no raw tool call and no text that pretends
 //!   to be a tool's result (`<tool_call>`/`<tool_response>` tags, JSON objects or records);
-//! - **done**: the stream reached `finish` without an `error` chunk.
+//! - **claims**: what the staff member reads says nothing was created, recorded, assigned, … when
+//!   the turn wrote no audit row (a *false claim*, `crate::claims`);
+//! - **done**: the stream reached `finish` without an `error` chunk, and every answer the case
+//!   gives could be given (a `{ choice = … }` some offered choice contains).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cases::{ArgCheck, Case};
+use crate::cases::{ArgCheck, Expect, WriteExpect};
+use crate::names::Row;
 
 /// One tool call seen in the stream.
 #[derive(Debug, Clone, Serialize)]
@@ -25,46 +31,111 @@ pub struct ToolCall {
     pub agent: String,
     /// The call was held for approval (`tool-approval-request`) and never approved here.
     pub approval_requested: bool,
+    /// The worker made it, not a model: its `ask_user` when a tool could not tell which row the
+    /// staff member meant (`tool-input-available` with no `tool-input-start`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_worker: bool,
+    /// Its result came (`tool-output-available`, `-error` or `-denied`), or, for `ask_user`, the
+    /// harness answered it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settled: bool,
+    /// Its `tool-output-error` text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One audit row written during the turn.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Write {
     pub event: String,
     /// The campus's name, when the row is campus-scoped.
     pub campus: Option<String>,
+    /// The id of the call that wrote it, as the stream names the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// What the tool server resolved the call's names to: `{"class": {"said", "id"}, …}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named: Option<Value>,
 }
 
-/// Everything the harness saw of one turn.
+impl Write {
+    /// Every (words said, id) pair the tool server resolved for this write.
+    pub fn resolved(&self) -> Vec<(String, String)> {
+        fn walk(value: &Value, out: &mut Vec<(String, String)>) {
+            match value {
+                Value::Object(map) => {
+                    if let (Some(said), Some(id)) = (
+                        map.get("said").and_then(Value::as_str),
+                        map.get("id").and_then(Value::as_str),
+                    ) {
+                        out.push((said.to_owned(), id.to_owned()));
+                    }
+                    map.values().for_each(|v| walk(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(named) = &self.named {
+            walk(named, &mut out);
+        }
+        out
+    }
+}
+
+/// A question the turn asked (`ask_user`), and what the harness answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct Asked {
+    pub question: String,
+    pub choices: Vec<String>,
+    /// `None`: left unanswered (the case has no answer left, or none it could give).
+    pub answer: Option<String>,
+    /// Asked by the worker itself, not by a model.
+    pub by_worker: bool,
+}
+
+/// Everything the harness saw of one turn (a staff message and the continuations its answers
+/// drove).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Observed {
     pub calls: Vec<ToolCall>,
     pub writes: Vec<Write>,
     /// Rover's text and its subagents' (`data-subagent`), in order.
     pub text: String,
-    /// `finish`'s `finishReason`, when it came.
+    /// The last stream's `finish` `finishReason`, when it came.
     pub finish: Option<String>,
     /// `error` chunks: what the turn itself reported.
     pub errors: Vec<String>,
     /// What kept the harness from observing the turn (a refused request, a broken stream, no
     /// `finish` in time, an unreadable audit log): the run is not a measurement then.
     pub harness_errors: Vec<String>,
+    /// What the case's script could not do: an answer no offered choice fits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub script_errors: Vec<String>,
+    /// The questions asked, in order, with the answers given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<Asked>,
     /// From the request to the first text or tool call the model produced.
     pub first_output_millis: Option<u64>,
     /// Prompt tokens of the turn's model calls, as the model server reported them.
     pub input_tokens: Option<u64>,
     /// Generated tokens of the turn's model calls.
     pub output_tokens: Option<u64>,
+    /// The model requests the turn made, Rover's and its subagents' (a `start-step` each; the
+    /// worker's own `ask_user` step is not one).
+    pub model_calls: u32,
     pub millis: u64,
 }
 
-/// The scores of one case.
+/// The scores of one turn, or of a whole case (every turn's).
 #[derive(Debug, Clone, Serialize)]
 pub struct Score {
     pub tool: bool,
     pub args: bool,
     pub writes: bool,
     pub answer: bool,
+    pub claims: bool,
     pub done: bool,
     /// Why each failed check failed.
     pub notes: Vec<String>,
@@ -72,25 +143,104 @@ pub struct Score {
 
 impl Score {
     pub fn passed(&self) -> bool {
-        self.tool && self.args && self.writes && self.answer && self.done
+        self.tool && self.args && self.writes && self.answer && self.claims && self.done
+    }
+
+    /// A case's score: each score passes when it passes in every turn; a followup's notes say
+    /// which (`followup 1: …`).
+    pub fn of_turns<'a>(turns: impl IntoIterator<Item = &'a Score>) -> Score {
+        let mut all = Score {
+            tool: true,
+            args: true,
+            writes: true,
+            answer: true,
+            claims: true,
+            done: true,
+            notes: Vec::new(),
+        };
+        for (i, turn) in turns.into_iter().enumerate() {
+            all.tool &= turn.tool;
+            all.args &= turn.args;
+            all.writes &= turn.writes;
+            all.answer &= turn.answer;
+            all.claims &= turn.claims;
+            all.done &= turn.done;
+            all.notes.extend(turn.notes.iter().map(|note| {
+                if i == 0 {
+                    note.clone()
+                } else {
+                    format!("followup {i}: {note}")
+                }
+            }));
+        }
+        all
     }
 }
 
-/// Resolves `@kind:name` values to demo ids; anything else stays as it is.
-pub trait Resolve {
-    fn resolve(&self, value: &Value) -> Result<Value, ResolveError>;
+/// What an argument check compares with.
+#[derive(Debug, Clone)]
+pub enum Want {
+    /// A value as written.
+    Value(Value),
+    /// A row (`@kind:name`): its id, or a name that picks it.
+    Row(Box<Row>),
 }
 
-/// Why a `@kind:name` reference names no id.
+impl Want {
+    /// How a failure shows it.
+    fn shown(&self) -> Value {
+        match self {
+            Want::Value(v) => v.clone(),
+            Want::Row(row) => Value::String(format!("{} (id {})", row.reference, row.id)),
+        }
+    }
+
+    /// Whether `actual` (a value at the checked path of `call`'s arguments) equals this; a row
+    /// also when the tool server resolved those very words to it for this call (`resolved`,
+    /// from the audit row the call wrote).
+    fn equals(&self, actual: &Value, call: &Value, resolved: &[(String, String)]) -> bool {
+        match self {
+            Want::Value(want) => value_equals(actual, want),
+            Want::Row(row) => {
+                let id = row.id.to_string();
+                row.accepts(actual, call)
+                    || actual.as_str().is_some_and(|said| {
+                        resolved.iter().any(|(s, i)| {
+                            s.trim().eq_ignore_ascii_case(said.trim())
+                                && i.eq_ignore_ascii_case(&id)
+                        })
+                    })
+            }
+        }
+    }
+
+    /// Whether `actual` contains this: an array element, a substring, or a name of the row.
+    fn contained_in(&self, actual: &Value, call: &Value, resolved: &[(String, String)]) -> bool {
+        match (actual, self) {
+            (Value::Array(items), _) => items.iter().any(|i| self.equals(i, call, resolved)),
+            (Value::String(a), Want::Value(Value::String(w))) => {
+                a.to_lowercase().contains(&w.trim().to_lowercase())
+            }
+            _ => self.equals(actual, call, resolved),
+        }
+    }
+}
+
+/// Resolves `@kind:name` values to the rows they name; anything else stays as it is.
+pub trait Resolve {
+    fn resolve(&self, value: &Value) -> Result<Want, ResolveError>;
+}
+
+/// Why a `@kind:name` reference names no row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     /// Not of the form `@kind:name`.
     #[error("{0:?} is not @kind:name")]
     Malformed(String),
-    /// A kind the demo data does not have.
+    /// A kind the checks do not know.
     #[error("unknown kind {kind:?} in @{reference}")]
     UnknownKind { kind: String, reference: String },
-    /// The demo data has no such row.
+    /// The database has no such row.
     #[error("the demo data has no {kind} named {name:?}")]
     Unknown { kind: String, name: String },
 }
@@ -133,17 +283,18 @@ pub enum ArgProblem {
     },
 }
 
-/// Scores `observed` against `case`; `resolve` turns `@kind:name` into ids.
-pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
+/// Scores one turn, `observed`, against what `expect` asks of it; `resolve` turns `@kind:name`
+/// into rows.
+pub fn score(expect: &Expect<'_>, observed: &Observed, resolve: &dyn Resolve) -> Score {
     let mut notes = Vec::new();
     let called = |name: &str| observed.calls.iter().any(|c| c.name == name);
-    let missing: Vec<&str> = case
+    let missing: Vec<&str> = expect
         .tools
         .iter()
         .map(String::as_str)
         .filter(|t| !called(t))
         .collect();
-    let forbidden: Vec<&str> = case
+    let forbidden: Vec<&str> = expect
         .forbid
         .iter()
         .map(String::as_str)
@@ -158,14 +309,14 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
     let tool = missing.is_empty() && forbidden.is_empty();
 
     let mut args = true;
-    for check in &case.args {
-        if let Err(why) = check_args(check, &observed.calls, resolve) {
+    for check in expect.args {
+        if let Err(why) = check_args(check, &observed.calls, &observed.writes, resolve) {
             args = false;
             notes.push(why.to_string());
         }
     }
 
-    let writes = check_writes(case, &observed.writes, &mut notes);
+    let writes = check_writes(expect.writes, &observed.writes, &mut notes);
 
     let answer = match check_answer(&observed.text) {
         Ok(()) => true,
@@ -175,9 +326,21 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
         }
     };
 
+    let claims = match (
+        crate::claims::claim(&observed.text),
+        observed.writes.is_empty(),
+    ) {
+        (Some(sentence), true) => {
+            notes.push(format!("false claim, nothing was written: {sentence:?}"));
+            false
+        }
+        _ => true,
+    };
+
     let done = observed.finish.is_some()
         && observed.errors.is_empty()
-        && observed.harness_errors.is_empty();
+        && observed.harness_errors.is_empty()
+        && observed.script_errors.is_empty();
     if observed.finish.is_none() {
         notes.push("no `finish`".to_owned());
     }
@@ -187,16 +350,17 @@ pub fn score(case: &Case, observed: &Observed, resolve: &dyn Resolve) -> Score {
     for error in &observed.harness_errors {
         notes.push(format!("harness error: {error}"));
     }
+    notes.extend(observed.script_errors.iter().cloned());
     Score {
         tool,
         args,
         writes,
         answer,
+        claims,
         done,
         notes,
     }
 }
-
 /// Tags small models use for calls and results; none belongs in an answer.
 const CALL_TAGS: [&str; 4] = [
     "<tool_call>",
@@ -229,8 +393,8 @@ pub fn check_answer(text: &str) -> Result<(), AnswerProblem> {
     Ok(())
 }
 
-fn check_writes(case: &Case, written: &[Write], notes: &mut Vec<String>) -> bool {
-    let mut expected: Vec<&crate::cases::WriteExpect> = case.writes.iter().collect();
+fn check_writes(expected: &[WriteExpect], written: &[Write], notes: &mut Vec<String>) -> bool {
+    let mut expected: Vec<&WriteExpect> = expected.iter().collect();
     let mut ok = true;
     for write in written {
         let found = expected.iter().position(|e| {
@@ -274,6 +438,7 @@ fn check_writes(case: &Case, written: &[Write], notes: &mut Vec<String>) -> bool
 fn check_args(
     check: &ArgCheck,
     calls: &[ToolCall],
+    writes: &[Write],
     resolve: &dyn Resolve,
 ) -> Result<(), Box<ArgProblem>> {
     let (tool, path) = (check.tool.clone(), check.path.clone());
@@ -282,28 +447,48 @@ fn check_args(
         (None, Some(v)) => (v, true),
         _ => return Err(Box::new(ArgProblem::Malformed { tool, path })),
     };
-    let want = match resolve.resolve(want) {
-        Ok(want) => want,
+    // `contains = [a, b]`: one call's values hold every one of them.
+    let wants: Result<Vec<Want>, ResolveError> = match want {
+        Value::Array(items) if contains => items.iter().map(|v| resolve.resolve(v)).collect(),
+        _ => resolve.resolve(want).map(|w| vec![w]),
+    };
+    let wants = match wants {
+        Ok(wants) => wants,
         Err(error) => return Err(Box::new(ArgProblem::Unresolved { tool, path, error })),
     };
     let mut seen = Vec::new();
     for call in calls.iter().filter(|c| c.name == check.tool) {
         let values = at_path(&call.input, &check.path);
-        if values.iter().any(|v| {
-            if contains {
-                value_contains(v, &want)
-            } else {
-                value_equals(v, &want)
-            }
-        }) {
+        if check.optional && values.iter().all(Value::is_null) {
+            return Ok(());
+        }
+        let resolved: Vec<(String, String)> = writes
+            .iter()
+            .filter(|w| w.call.as_deref() == Some(call.id.as_str()))
+            .flat_map(Write::resolved)
+            .collect();
+        let holds = |want: &Want| {
+            values.iter().any(|v| {
+                if contains {
+                    want.contained_in(v, &call.input, &resolved)
+                } else {
+                    want.equals(v, &call.input, &resolved)
+                }
+            })
+        };
+        if wants.iter().all(holds) {
             return Ok(());
         }
         seen.extend(values);
     }
     let verb = if contains { "contain" } else { "equal" };
-    if seen.is_empty() && !calls.iter().any(|c| c.name == check.tool) {
+    if !calls.iter().any(|c| c.name == check.tool) {
         return Err(Box::new(ArgProblem::NotCalled { tool, path }));
     }
+    let want = match wants.as_slice() {
+        [one] if !want.is_array() => one.shown(),
+        many => Value::Array(many.iter().map(Want::shown).collect()),
+    };
     Err(Box::new(ArgProblem::Mismatch {
         tool,
         path,
@@ -346,32 +531,82 @@ fn value_equals(actual: &Value, want: &Value) -> bool {
     }
 }
 
-fn value_contains(actual: &Value, want: &Value) -> bool {
-    match (actual, want) {
-        (Value::Array(items), _) => items.iter().any(|i| value_equals(i, want)),
-        (Value::String(a), Value::String(w)) => a.to_lowercase().contains(&w.trim().to_lowercase()),
-        _ => value_equals(actual, want),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use rover_domain::seed::DemoIds;
     use serde_json::json;
+    use uuid::Uuid;
 
     use super::*;
-    use crate::cases::parse;
+    use crate::cases::{Case, parse};
+    use crate::names::{Directory, Names};
 
-    struct Ids;
-    impl Resolve for Ids {
-        fn resolve(&self, value: &Value) -> Result<Value, ResolveError> {
-            match value.as_str() {
-                Some("@class:S1 Blue") => Ok(json!("c-1")),
-                Some(s) if s.starts_with('@') => Err(ResolveError::Unknown {
-                    kind: "class".to_owned(),
-                    name: s.to_owned(),
-                }),
-                _ => Ok(value.clone()),
+    /// S1 Blue (id `c1`), S2 Green, and Nakato twice: in S1 Blue and in S2 Green.
+    struct Fixture {
+        directory: Directory,
+        ids: DemoIds,
+        school: Uuid,
+        blue: Uuid,
+        sarah: Uuid,
+    }
+
+    fn fixture() -> Fixture {
+        let school = Uuid::new_v4();
+        let (blue, green, sarah) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let student = |id, name: &str, class, detail: &str| {
+            (
+                "student".to_owned(),
+                school,
+                id,
+                name.to_owned(),
+                detail.to_owned(),
+                None,
+                Some(class),
+            )
+        };
+        let directory = Directory::from_rows(vec![
+            (
+                "class".into(),
+                school,
+                blue,
+                "S1 Blue".into(),
+                "Naalya".into(),
+                None,
+                None,
+            ),
+            (
+                "class".into(),
+                school,
+                green,
+                "S2 Green".into(),
+                "Naalya".into(),
+                None,
+                None,
+            ),
+            student(sarah, "Nakato Sarah", blue, "S1 Blue, KHS001"),
+            student(Uuid::new_v4(), "Mugisha Brian", blue, "S1 Blue, KHS002"),
+            student(Uuid::new_v4(), "Nakato Mary", green, "S2 Green, KHS016"),
+        ]);
+        Fixture {
+            directory,
+            ids: DemoIds::new(2026),
+            school,
+            blue,
+            sarah,
+        }
+    }
+
+    impl Fixture {
+        fn names(&self) -> Names<'_> {
+            Names {
+                directory: &self.directory,
+                ids: &self.ids,
+                school: Some(self.school),
             }
+        }
+
+        fn score(&self, case: &Case, observed: &Observed) -> Score {
+            score(&case.turns()[0], observed, &self.names())
         }
     }
 
@@ -390,6 +625,9 @@ mod tests {
             input,
             agent: "rover".to_owned(),
             approval_requested: false,
+            by_worker: false,
+            settled: true,
+            error: None,
         }
     }
 
@@ -406,33 +644,154 @@ mod tests {
         Write {
             event: event.to_owned(),
             campus: campus.map(str::to_owned),
+            ..Write::default()
         }
     }
 
     #[test]
     fn the_right_tool_args_and_write_pass() {
+        let f = fixture();
         let c = case(
-            "tools = [\"record_attendance\"]\nargs = [{ tool = \"record_attendance\", path = \"classId\", equals = \"@class:S1 Blue\" }]\nwrites = [{ event = \"record.attendance\" }]\n",
+            "tools = [\"record_attendance\"]\nargs = [{ tool = \"record_attendance\", path = \"class\", equals = \"@class:S1 Blue\" }]\nwrites = [{ event = \"record.attendance\" }]\n",
         );
         let o = finished(
-            vec![call("record_attendance", json!({ "classId": "C-1" }))],
+            vec![call("record_attendance", json!({ "class": "S1 Blue" }))],
             vec![write("record.attendance", None)],
         );
-        let s = score(&c, &o, &Ids);
+        let s = f.score(&c, &o);
         assert!(s.passed(), "{s:?}");
     }
 
     #[test]
-    fn a_wrong_or_forbidden_tool_fails_the_tool_score() {
-        let c = case("tools = [\"list_departments\"]\nforbid = [\"create_department\"]\n");
-        let s = score(
-            &c,
-            &finished(vec![call("list_classes", json!({}))], vec![]),
-            &Ids,
+    fn a_row_check_accepts_the_id_or_a_name_that_resolves_to_it() {
+        let f = fixture();
+        let c = case(
+            "args = [{ tool = \"record_attendance\", path = \"class\", equals = \"@class:S1 Blue\" }, { tool = \"record_attendance\", path = \"absent\", contains = \"@student:Nakato Sarah\" }]\n",
         );
+        let by = |input: Value| {
+            f.score(
+                &c,
+                &finished(vec![call("record_attendance", input)], vec![]),
+            )
+        };
+        for input in [
+            json!({ "class": f.blue.to_string(), "absent": [f.sarah.to_string()] }),
+            json!({ "class": "S1 Blue", "absent": ["Nakato"] }),
+            json!({ "class": "s1 blue", "absent": ["Mugisha", "nakato sarah"] }),
+            json!({ "class": "Blue", "absent": ["Nakato Sarah (S1 Blue, KHS001)"] }),
+        ] {
+            let s = by(input.clone());
+            assert!(s.args, "{input}: {:?}", s.notes);
+        }
+        for input in [
+            json!({ "class": "S2 Green", "absent": ["Nakato"] }),
+            json!({ "class": "S1 Blue", "absent": ["Mugisha"] }),
+            json!({ "class": "Green", "absent": [f.sarah.to_string()] }),
+        ] {
+            let s = by(input.clone());
+            assert!(!s.args, "{input}: {:?}", s.notes);
+        }
+        // A failure names the row the check wanted.
+        let s = by(json!({ "class": "S1 Blue", "absent": [] }));
+        assert!(
+            s.notes.iter().any(|n| n.contains("@student:Nakato Sarah")),
+            "{s:?}"
+        );
+        let alone = case(
+            "args = [{ tool = \"record_marks\", path = \"marks.*.student\", contains = \"@student:Nakato Sarah\" }]\n",
+        );
+        let marks = |student: &str| {
+            f.score(
+                &alone,
+                &finished(
+                    vec![call(
+                        "record_marks",
+                        json!({ "marks": [{ "student": student, "score": 75 }] }),
+                    )],
+                    vec![],
+                ),
+            )
+        };
+        assert!(!marks("Nakato").args);
+        assert!(marks("Nakato Sarah (S1 Blue, KHS001)").args);
+        // …unless the tool server resolved those very words to her for that call (the teacher
+        // teaches the subject in one class only): its audit row says so.
+        let mut wrote = write("record.marks", None);
+        wrote.call = Some("call-record_marks".to_owned());
+        wrote.named = Some(
+            json!({ "marks": [{ "student": { "said": "Nakato", "id": f.sarah.to_string() } }] }),
+        );
+        let resolved = f.score(
+            &alone,
+            &finished(
+                vec![call(
+                    "record_marks",
+                    json!({ "marks": [{ "student": "Nakato", "score": 75 }] }),
+                )],
+                vec![wrote.clone()],
+            ),
+        );
+        assert!(resolved.args, "{:?}", resolved.notes);
+        // Another call's row does not count.
+        wrote.call = Some("another".to_owned());
+        let other = f.score(
+            &alone,
+            &finished(
+                vec![call(
+                    "record_marks",
+                    json!({ "marks": [{ "student": "Nakato", "score": 75 }] }),
+                )],
+                vec![wrote],
+            ),
+        );
+        assert!(!other.args);
+    }
+
+    #[test]
+    fn contains_with_a_list_needs_every_element_in_one_call() {
+        let f = fixture();
+        let c = case(
+            "args = [{ tool = \"record_attendance\", path = \"absent\", contains = [\"@student:Nakato Sarah\", \"@student:Mugisha Brian\"] }]\n",
+        );
+        let s = f.score(
+            &c,
+            &finished(
+                vec![
+                    call(
+                        "record_attendance",
+                        json!({ "class": "S1 Blue", "absent": ["Nakato"] }),
+                    ),
+                    call(
+                        "record_attendance",
+                        json!({ "class": "S1 Blue", "absent": ["Mugisha"] }),
+                    ),
+                ],
+                vec![],
+            ),
+        );
+        assert!(!s.args, "two calls, one name each");
+        assert!(s.notes[0].contains("should contain ["), "{:?}", s.notes);
+        let s = f.score(
+            &c,
+            &finished(
+                vec![call(
+                    "record_attendance",
+                    json!({ "class": "S1 Blue", "absent": ["Mugisha", "Nakato"] }),
+                )],
+                vec![],
+            ),
+        );
+        assert!(s.args, "{:?}", s.notes);
+    }
+
+    #[test]
+    fn a_wrong_or_forbidden_tool_fails_the_tool_score() {
+        let f = fixture();
+        let c = case("tools = [\"list_departments\"]\nforbid = [\"create_department\"]\n");
+        let s = f.score(&c, &finished(vec![call("list_classes", json!({}))], vec![]));
         assert!(!s.tool && !s.passed());
         assert!(s.notes[0].contains("not called: list_departments"));
-        let s = score(
+        let s = f.score(
             &c,
             &finished(
                 vec![
@@ -441,72 +800,105 @@ mod tests {
                 ],
                 vec![],
             ),
-            &Ids,
         );
         assert!(!s.tool);
         assert!(s.notes[0].contains("forbidden but called: create_department"));
     }
 
     #[test]
-    fn wrong_arguments_fail_the_args_score() {
+    fn an_optional_check_passes_a_call_that_leaves_the_path_out() {
+        let f = fixture();
         let c = case(
-            "args = [{ tool = \"create_department\", path = \"name\", equals = \"Sciences\" }, { tool = \"record_attendance\", path = \"absentStudentIds\", contains = \"s-9\" }]\n",
+            "args = [{ tool = \"record_attendance\", path = \"class\", equals = \"@class:S1 Blue\", optional = true }]\n",
+        );
+        let by = |input: Value| {
+            f.score(
+                &c,
+                &finished(vec![call("record_attendance", input)], vec![]),
+            )
+        };
+        assert!(by(json!({ "absent": [] })).args);
+        assert!(by(json!({ "class": "S1 Blue" })).args);
+        assert!(!by(json!({ "class": "S2 Green" })).args);
+        assert!(!f.score(&c, &finished(vec![], vec![])).args, "never called");
+    }
+
+    #[test]
+    fn wrong_arguments_fail_the_args_score() {
+        let f = fixture();
+        let c = case(
+            "args = [{ tool = \"create_department\", path = \"name\", equals = \"Sciences\" }, { tool = \"record_attendance\", path = \"absent\", contains = \"s-9\" }]\n",
         );
         let o = finished(
             vec![
                 call("create_department", json!({ "name": "Science" })),
-                call("record_attendance", json!({ "absentStudentIds": ["s-1"] })),
+                call("record_attendance", json!({ "absent": ["s-1"] })),
             ],
             vec![],
         );
-        let s = score(&c, &o, &Ids);
+        let s = f.score(&c, &o);
         assert!(!s.args);
         assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
         // A later, corrected call passes.
         let mut o = o;
         o.calls
             .push(call("create_department", json!({ "name": " sciences " })));
-        o.calls.push(call(
-            "record_attendance",
-            json!({ "absentStudentIds": ["s-9"] }),
-        ));
-        assert!(score(&c, &o, &Ids).args);
+        o.calls
+            .push(call("record_attendance", json!({ "absent": ["s-9"] })));
+        assert!(f.score(&c, &o).args);
+        // A check naming no row fails, saying why.
+        let c = case(
+            "args = [{ tool = \"record_attendance\", path = \"class\", equals = \"@class:S9 Purple\" }]\n",
+        );
+        let s = f.score(&c, &o);
+        assert!(
+            !s.args && s.notes[0].contains("no class named \"S9 Purple\""),
+            "{s:?}"
+        );
     }
 
     #[test]
     fn an_unintended_or_missing_write_fails_the_writes_score() {
+        let f = fixture();
         let c = case("writes = [{ event = \"create.department\", campus = \"Kololo\" }]\n");
-        let s = score(&c, &finished(vec![], vec![]), &Ids);
+        let s = f.score(&c, &finished(vec![], vec![]));
         assert!(!s.writes);
         assert!(s.notes[0].starts_with("missing write"));
-        let s = score(
+        let s = f.score(
             &c,
             &finished(vec![], vec![write("create.department", Some("Naalya"))]),
-            &Ids,
         );
         assert!(!s.writes, "the wrong campus is not the expected write");
         let none = case("");
-        let s = score(
+        let s = f.score(
             &none,
             &finished(vec![], vec![write("rename.department", None)]),
-            &Ids,
         );
         assert!(!s.writes);
         assert_eq!(s.notes, vec!["unintended write: rename.department"]);
     }
 
     #[test]
-    fn a_turn_without_finish_or_with_an_error_is_not_done() {
+    fn a_turn_without_finish_or_with_an_error_or_an_answer_it_could_not_give_is_not_done() {
+        let f = fixture();
         let c = case("");
         let mut o = Observed::default();
-        assert!(!score(&c, &o, &Ids).done);
+        assert!(!f.score(&c, &o).done);
         o.finish = Some("stop".into());
+        assert!(f.score(&c, &o).done);
         o.errors.push("model unavailable".into());
-        assert!(!score(&c, &o, &Ids).done);
+        assert!(!f.score(&c, &o).done);
+        o.errors.clear();
+        o.script_errors
+            .push("answer 1 ({ choice = \"Nakato Sarah\" }): no choice offered contains it".into());
+        let s = f.score(&c, &o);
+        assert!(!s.done && !s.passed());
+        assert!(s.notes[0].starts_with("answer 1"), "{s:?}");
     }
 
     #[test]
     fn an_answer_that_shows_a_call_or_pretends_to_be_a_result_fails() {
+        let f = fixture();
         assert_eq!(
             check_answer("There are 3 departments: Sciences, Arts [new] and {old} Music."),
             Ok(())
@@ -522,18 +914,52 @@ mod tests {
         let c = case("");
         let mut o = finished(vec![], vec![]);
         o.text = "{\"data\": [], \"scopeContext\": \"across the whole school\"}".to_owned();
-        let s = score(&c, &o, &Ids);
+        let s = f.score(&c, &o);
         assert!(!s.answer && !s.passed(), "{s:?}");
     }
 
     #[test]
-    fn paths_reach_into_arrays() {
-        let v = json!({ "marks": [{ "studentId": "a" }, { "studentId": "b" }] });
+    fn a_claim_without_an_audit_row_fails_the_claims_score() {
+        let f = fixture();
+        let c = case("");
+        let mut o = finished(vec![], vec![]);
+        o.text = "I have successfully assigned Okello to teach Physics in S1 Blue.".to_owned();
+        let s = f.score(&c, &o);
+        assert!(!s.claims && !s.passed(), "{s:?}");
+        assert!(s.notes[0].starts_with("false claim"), "{s:?}");
+        // The same words after a write are true.
+        let wrote = case("writes = [{ event = \"assign.subject_teacher\" }]\n");
+        o.writes.push(write("assign.subject_teacher", None));
+        assert!(f.score(&wrote, &o).passed());
+        // A refusal claims nothing.
+        let mut refused = finished(vec![], vec![]);
+        refused.text = "You are not the class teacher, so I can't record attendance.".to_owned();
+        assert!(f.score(&c, &refused).claims);
+    }
+
+    #[test]
+    fn a_case_fails_when_any_of_its_turns_fails() {
+        let ok = Score::of_turns([]);
+        assert!(ok.passed());
+        let f = fixture();
+        let c = case("");
+        let good = f.score(&c, &finished(vec![], vec![]));
+        let mut bad_observed = finished(vec![], vec![write("record.attendance", None)]);
+        bad_observed.text = "Done.".to_owned();
+        let bad = f.score(&c, &bad_observed);
+        let all = Score::of_turns([&good, &bad]);
+        assert!(!all.passed() && !all.writes && all.tool);
         assert_eq!(
-            at_path(&v, "marks.*.studentId"),
-            vec![json!("a"), json!("b")]
+            all.notes,
+            ["followup 1: unintended write: record.attendance"]
         );
-        assert_eq!(at_path(&v, "marks.1.studentId"), vec![json!("b")]);
+    }
+
+    #[test]
+    fn paths_reach_into_arrays() {
+        let v = json!({ "marks": [{ "student": "a" }, { "student": "b" }] });
+        assert_eq!(at_path(&v, "marks.*.student"), vec![json!("a"), json!("b")]);
+        assert_eq!(at_path(&v, "marks.1.student"), vec![json!("b")]);
         assert!(at_path(&v, "nothing.here").is_empty());
     }
 }
