@@ -54,8 +54,8 @@ bench: services ## Benchmarks, release builds: a table, and JSON under target/be
 	$(CARGO) build --release --bins
 	target/release/rover-bench $(BENCH_ARGS)
 
-# The CI subset's pass threshold, from measured runs (README "Evaluating against a real model").
-EVAL_CI_MIN_PASS ?= 0.66
+# The CI subset's pass threshold: 7 of its 8 cases (README "Evaluating against a real model").
+EVAL_CI_MIN_PASS ?= 0.875
 
 eval: services build ## Qwen2.5-Coder-1.5B on llama.cpp's llama-server (built/fetched once into ~/.cache/rover/llama), scored on the 22 staff utterances; JSON in target/eval/ (EVAL_ARGS="--only list-departments").
 	@scripts/eval.sh $(EVAL_ARGS)
