@@ -23,9 +23,9 @@ use rover_contracts::ErrorCode;
 use rover_contracts::ids::UserId;
 use serde::{Deserialize, Serialize};
 
-use crate::AuthSettings;
 use crate::error::ApiError;
 use crate::limits::FailureLimiter;
+use crate::settings::AuthSettings;
 
 /// The built-in HS256 secret of development mode (`auth.development = true`). It is printed here,
 /// so anyone can sign tokens with it: outside development mode it is refused, even when configured.

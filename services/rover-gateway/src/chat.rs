@@ -27,8 +27,9 @@ use tracing::Instrument as _;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::observe::current_trace_id;
+use crate::settings::{DoubleTexting, Settings};
 use crate::state::AppState;
-use crate::{DoubleTexting, Settings, caller, input};
+use crate::{caller, input};
 use rover_turnstore::conversation::WhenBusy;
 
 mod chunks;

@@ -7,7 +7,7 @@
 //! query string). When the console is not built, `/` says how to build it; with `console_dir`
 //! empty (the container images) there is no console and every unknown path is the JSON 404.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
 use axum::extract::{Request, State};
@@ -21,8 +21,8 @@ use sqlx::PgPool;
 use tower::ServiceExt as _;
 use tower_http::services::{ServeDir, ServeFile};
 
-use crate::AuthSettings;
 use crate::error::{self, ApiError};
+use crate::settings::AuthSettings;
 use crate::state::AppState;
 
 /// What `/` says when `http.console_dir` has no built console.
@@ -140,10 +140,4 @@ pub(crate) async fn dev_session(
         school: user.school.name,
         campus: user.campus.map(|c| c.name),
     })
-}
-
-/// `http.console_dir`'s default: `console/dist` under the working directory (the repository
-/// root for `make run`).
-pub(crate) fn default_dir() -> PathBuf {
-    PathBuf::from("console/dist")
 }

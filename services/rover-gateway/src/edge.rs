@@ -38,7 +38,7 @@ use crate::limits::TrustedProxies;
 /// The `Host` values every route accepts: `http.allowed_hosts`, else `mcp.allowed_hosts`, else the
 /// host of `mcp.public_url`, else the loopback names. An entry without a port matches any port;
 /// `*` accepts any host (only behind a proxy that checks it).
-pub(crate) fn allowed_hosts(settings: &crate::Settings) -> Vec<String> {
+pub(crate) fn allowed_hosts(settings: &crate::settings::Settings) -> Vec<String> {
     if !settings.http.allowed_hosts.is_empty() {
         return settings.http.allowed_hosts.clone();
     }
@@ -337,7 +337,7 @@ impl Drop for Counted {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
-    settings: crate::GatewayHttp,
+    settings: crate::settings::GatewayHttp,
     proxies: TrustedProxies,
     shutdown: impl Future<Output = ()> + Send,
 ) {
@@ -436,7 +436,7 @@ mod tests {
 
     #[test]
     fn allowed_hosts_follow_the_settings() {
-        let mut settings = crate::Settings::default();
+        let mut settings = crate::settings::Settings::default();
         assert_eq!(allowed_hosts(&settings), ["localhost", "127.0.0.1", "::1"]);
         settings.mcp.public_url = Some("https://rover.example.org".to_owned());
         assert_eq!(allowed_hosts(&settings), ["rover.example.org"]);
@@ -448,7 +448,7 @@ mod tests {
 
     #[test]
     fn hosts_match_with_or_without_a_port() {
-        let allowed = allowed_hosts(&crate::Settings::default());
+        let allowed = allowed_hosts(&crate::settings::Settings::default());
         for host in [
             "localhost",
             "LOCALHOST:8080",

@@ -7,11 +7,11 @@ use rover_messaging::{Broker, Publisher, Topology};
 use rover_telemetry::metrics::{GatewayMetrics, Metrics};
 use sqlx::PgPool;
 
-use crate::Settings;
 use crate::auth::Authenticator;
 use crate::events::TurnEvents;
 use crate::limits::{StreamSlots, TrustedProxies};
 use crate::mcp::approval::Questions;
+use crate::settings::Settings;
 
 /// Cheap to clone; handlers get it through axum's `State`.
 #[derive(Debug, Clone)]

@@ -10,8 +10,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::input;
 use crate::rest::CAMPUS_HEADER;
-use crate::{Settings, input};
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct InputLimits {

@@ -23,58 +23,17 @@ use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rover_contracts::ErrorCode;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::auth::{Audiences, Principal};
 use crate::error::ApiError;
+use crate::settings::McpSettings;
 use crate::state::AppState;
 
 /// Where the MCP endpoint is served.
 pub(crate) const PATH: &str = "/mcp";
 /// Where the protected-resource metadata is served (RFC 9728 §3).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
-
-/// The MCP endpoint's settings (`[mcp]`, `ROVER_MCP__…`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
-pub struct McpSettings {
-    /// The gateway's public base URL (`https://rover.example.org`): the protected resource is
-    /// `<public_url>/mcp`. Unset (development): taken from each request's `Host` header, as
-    /// `http://<host>`. Set it in production, where TLS ends before the gateway.
-    pub public_url: Option<String>,
-    /// The authorization servers (issuer URLs) the metadata names, where clients get tokens.
-    /// Empty: `auth.issuer`.
-    pub authorization_servers: Vec<String>,
-    /// The `Host` values the gateway accepts when `http.allowed_hosts` is empty (kept for
-    /// existing configurations; see `http.allowed_hosts`).
-    pub allowed_hosts: Vec<String>,
-    /// The `aud` values a bearer token for `/mcp` may carry (RFC 8707: tokens are bound to the
-    /// resource). Empty: the resource itself, `<public_url>/mcp` — and, in development mode only,
-    /// `auth.audience` too. List `auth.audience` here to keep serving clients whose tokens were
-    /// issued for the whole API.
-    pub audiences: Vec<String>,
-    /// The `Origin` values `/mcp` accepts from browsers (requests without `Origin`, as from
-    /// native clients, pass). Empty: the gateway's own origin, `<public_url>` (or `http://<Host>`
-    /// in development).
-    pub allowed_origins: Vec<String>,
-    /// Most `/mcp` requests one user may have in flight on this replica; beyond it, 429 with
-    /// `Retry-After`. `0` means no limit.
-    pub max_in_flight_per_user: usize,
-}
-
-impl Default for McpSettings {
-    fn default() -> Self {
-        Self {
-            public_url: None,
-            authorization_servers: Vec::new(),
-            allowed_hosts: Vec::new(),
-            audiences: Vec::new(),
-            allowed_origins: Vec::new(),
-            max_in_flight_per_user: 4,
-        }
-    }
-}
 
 /// What guards the `/mcp` door besides the token: the user's requests in flight.
 #[derive(Debug, Clone)]

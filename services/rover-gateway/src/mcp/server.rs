@@ -210,7 +210,7 @@ fn result(envelope: AgentToolResult<Value>) -> CallToolResult {
 
 /// A call's identity lives as long as the RPC may retry it, and a minute more for clock skew;
 /// never longer than `identity.ttl_secs`.
-fn identity_ttl(settings: &crate::Settings) -> chrono::Duration {
+fn identity_ttl(settings: &crate::settings::Settings) -> chrono::Duration {
     let rpc_ms = settings
         .amqp
         .rpc_attempt_timeout_ms
