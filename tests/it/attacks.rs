@@ -44,7 +44,7 @@ async fn a_tool_result_that_tells_the_model_to_write_is_still_checked_and_writes
         .filter(|c| c["toolName"] == "record_attendance")
         .collect();
     assert_eq!(calls.len(), 1, "{:?}", turn.chunks);
-    assert_eq!(calls[0]["input"]["classId"], json!(s2_red));
+    assert_eq!(calls[0]["input"]["class"], json!(s2_red));
     // … and the tool server refused it, as it would any call Amina made for a class not hers.
     let call_id = &calls[0]["toolCallId"];
     let outcome = turn
@@ -259,7 +259,7 @@ async fn a_model_obeying_planted_text_is_bounded_by_policy_scope_and_permissions
         &stack,
         hill,
         &format!(
-            r#"A !call rename_department {{"departmentId":"{lakeside_sciences}","newName":"X"}}"#
+            r#"A !call rename_department {{"department":"{lakeside_sciences}","newName":"X"}}"#
         ),
     )
     .await;

@@ -107,7 +107,7 @@ async fn mcp_clients_get_the_callers_tools_through_execute() {
             { "op": "call", "name": "create_department", "arguments": { "name": "Robotics" } },
             // Another school's id: refused as not found, nothing of it returned or changed.
             { "op": "call", "name": "rename_department",
-              "arguments": { "departmentId": lakeside_sciences, "newName": "Hijacked" } },
+              "arguments": { "department": lakeside_sciences, "newName": "Hijacked" } },
             // Local tools belong to the agent loop; they are not served.
             { "op": "call", "name": "ask_user", "arguments": { "question": "?" } },
         ]),

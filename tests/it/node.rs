@@ -347,11 +347,7 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
     )
     .await;
     let message = answer(&report);
-    for kind in [
-        "tool-task",
-        "tool-get_class_roster",
-        "tool-record_attendance",
-    ] {
+    for kind in ["tool-task", "tool-record_attendance"] {
         let tools = parts(message, kind);
         assert_eq!(tools.len(), 1, "{kind}: {message:#}");
         assert_eq!(tools[0]["state"], "output-available", "{kind}: {message:#}");
@@ -369,7 +365,7 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
         .iter()
         .map(|p| p["data"]["agent"].as_str().unwrap())
         .collect();
-    assert_eq!(agents, ["rover", "class_teacher", "class_teacher"]);
+    assert_eq!(agents, ["rover", "class_teacher"]);
     assert_eq!(
         stack
             .count("SELECT count(*) FROM attendance WHERE NOT present")
@@ -739,9 +735,10 @@ async fn the_real_ai7_client_answers_a_question_and_reads_it_back() {
     answers_a_question(ai7().await).await;
 }
 
-/// A context budget that fits Rover's instructions and tools (about 2,600 estimated tokens) with
-/// room for a couple of turns, so a few turns fold into a summary.
-const SMALL_CONTEXT: &str = "4500";
+/// A context budget that fits Rover's instructions and tools (about 2,800 estimated tokens, with
+/// the prompt's list of writes the caller cannot make) with room for a couple of turns, so a few
+/// turns fold into a summary.
+const SMALL_CONTEXT: &str = "4800";
 
 /// A long thread with `client`: three messages, then the chat reopened from the server in a new
 /// client and three more sent; the thread was compacted on the way, and it reads back exactly as
