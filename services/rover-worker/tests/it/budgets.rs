@@ -43,9 +43,9 @@ async fn a_turns_usage_is_recorded_per_user_and_reported_in_finish() {
 
 #[tokio::test]
 async fn a_step_past_the_tool_call_budget_starts_none_of_its_calls() {
-    // task → get_class_roster → record_attendance: the third call is past a budget of two.
+    // task → record_attendance: the second call (the write) is past a budget of one.
     let stack = spawn_stack_with(budget(BudgetSettings {
-        turn_tool_calls: 2,
+        turn_tool_calls: 1,
         ..BudgetSettings::default()
     }))
     .await;
@@ -58,7 +58,7 @@ async fn a_step_past_the_tool_call_budget_starts_none_of_its_calls() {
     assert_eq!(turn.finish(), FinishReason::Error);
     assert_eq!(turn.error_codes(), [ErrorCode::BudgetExceeded]);
     assert!(
-        turn.errors()[0].contains("more than 2 tool calls"),
+        turn.errors()[0].contains("more than 1 tool calls"),
         "{:?}",
         turn.errors()
     );
