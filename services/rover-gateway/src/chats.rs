@@ -6,29 +6,38 @@
 //! both, `chat::thread_id`), so a colleague's or another school's chat answers exactly as one that
 //! does not exist. The rows are `rover_turnstore::chats`'; the messages are rebuilt from each
 //! turn's recorded events by `chat::messages`, the same chunks the stream sent.
+//!
+//! - this file: the routes;
+//! - [`api`]: the request and response types, and the audit events and permission of the writes;
+//! - [`openapi`]: the history API's part of the OpenAPI document.
+
+mod api;
+pub(crate) mod openapi;
 
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::{ThreadId, UserId};
-use rover_contracts::permission::{Action, Permission, Subject};
 use rover_domain::audit::{AuditChange, AuditEntry};
 use rover_domain::{Actor, TenantTx};
 use rover_turnstore::chats::{self, Chat, Cursor, ListQuery};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
+use self::api::{
+    ChatDetail, ChatExport, ChatList, ChatSummary, DELETE_EVENT, ERASE_EVENT, ERASE_PERMISSION,
+    Erased, FeedbackBody, ListParams, Rating, RenameChatBody,
+};
 use crate::auth::Principal;
+use crate::authorize::authorize;
 use crate::caller;
 use crate::chat::{Stopped, stop_thread, thread_id};
 use crate::error::ApiError;
+use crate::extract::{Body, Campus, Params, PathId};
 use crate::observe::current_trace_id;
-use crate::rest::{Body, Campus, Params, PathId};
 use crate::state::AppState;
 
 /// The chat routes of the history API.
@@ -54,133 +63,6 @@ const MAX_SEARCH_BYTES: usize = 200;
 const MAX_TITLE_CHARS: usize = 200;
 /// The longest feedback comment.
 const MAX_COMMENT_CHARS: usize = 2000;
-/// Deleting a chat, in the audit log.
-pub(crate) const DELETE_EVENT: &str = "delete.chat";
-/// Erasing a staff member's chats, in the audit log.
-pub(crate) const ERASE_EVENT: &str = "erase.chats";
-/// Who may erase a staff member's chats: who may delete staff.
-pub(crate) const ERASE_PERMISSION: Permission = Permission::new(Action::Delete, Subject::Staff);
-
-/// One chat, as the list shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ChatSummary {
-    /// The client's chat id (what `useChat({ id })` and `POST /api/chat` use).
-    pub id: String,
-    /// The title: from the chat's first message until renamed.
-    pub title: String,
-    /// When the chat was opened.
-    pub created_at: DateTime<Utc>,
-    /// When a reply last started or ended.
-    pub last_activity_at: DateTime<Utc>,
-    /// `idle`, `running` (a reply is queued or running), `awaiting_approval` (a write waits for
-    /// the staff member's answer) or `awaiting_answer` (Rover asked a question).
-    #[schemars(regex(pattern = r"^(idle|running|awaiting_approval|awaiting_answer)$"))]
-    pub status: String,
-}
-
-impl From<&Chat> for ChatSummary {
-    fn from(chat: &Chat) -> Self {
-        Self {
-            id: chat.chat_id.clone(),
-            title: chat.title.clone(),
-            created_at: chat.created_at,
-            last_activity_at: chat.last_activity_at,
-            status: chat.status.as_str().to_owned(),
-        }
-    }
-}
-
-/// A page of chats.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ChatList {
-    /// The chats, newest activity first.
-    pub chats: Vec<ChatSummary>,
-    /// Pass as `cursor` for the next page; `null` on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// One chat with its messages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ChatDetail {
-    /// The chat.
-    #[serde(flatten)]
-    pub chat: ChatSummary,
-    /// The chat as AI SDK `UIMessage`s, exactly as a client holds them after streaming it: hand
-    /// them to `useChat({ id, messages })` to continue it.
-    pub messages: Vec<Value>,
-    /// Your ratings of its replies, by message id.
-    pub feedback: std::collections::BTreeMap<String, Rating>,
-}
-
-/// A rating of one reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct Rating {
-    /// `up` or `down`.
-    pub rating: String,
-    /// The comment given with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comment: Option<String>,
-}
-
-/// `GET /api/chats`'s query.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ListParams {
-    /// Chats per page (1–100, default 20).
-    #[schemars(range(min = 1, max = 100))]
-    pub limit: Option<u32>,
-    /// Where the page starts: a previous page's `nextCursor`.
-    pub cursor: Option<String>,
-    /// Only chats whose title or message text matches (web-search syntax: words, "phrases",
-    /// -excluded, or).
-    #[schemars(length(max = 200))]
-    pub q: Option<String>,
-}
-
-/// The body of `PATCH /api/chats/{id}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct RenameChatBody {
-    /// The chat's new title.
-    #[schemars(length(min = 1, max = 200))]
-    pub title: String,
-}
-
-/// The body of `POST /api/chats/{id}/messages/{messageId}/feedback`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct FeedbackBody {
-    /// `up` or `down`.
-    #[schemars(regex(pattern = r"^(up|down)$"))]
-    pub rating: String,
-    /// Why, in the staff member's words.
-    #[schemars(length(max = 2000))]
-    pub comment: Option<String>,
-}
-
-/// A staff member's chats, for them to keep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ChatExport {
-    /// When the export was made.
-    pub exported_at: DateTime<Utc>,
-    /// Whose chats these are.
-    pub user_id: UserId,
-    /// Every chat, oldest first, with its messages.
-    pub chats: Vec<ChatDetail>,
-}
-
-/// What an erasure removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct Erased {
-    /// How many chats were removed.
-    pub erased: u64,
-}
 
 fn not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "No chat with that id was found.")
@@ -454,7 +336,7 @@ async fn erase(
 ) -> Result<Json<Erased>, ApiError> {
     let mut tx = caller::tenant(&state, &principal).await?;
     let caller = caller::resolve(&mut tx, &principal, campus, Vec::new()).await?;
-    crate::rest::authorize(&mut tx, principal.user_id, ERASE_PERMISSION).await?;
+    authorize(&mut tx, principal.user_id, ERASE_PERMISSION).await?;
     let scope_campus = caller.scope().run_mode.campus().map(|c| c.id);
     if !chats::staff_in_scope(&mut tx, staff, scope_campus).await? {
         return Err(ApiError::new(

@@ -1,6 +1,7 @@
-//! API errors: one JSON shape, `{"error":{"code":"…","message":"…"}}`, with the HTTP status and the
-//! stable code from the contracts' error table. [`json_errors`] gives the same shape to every error
-//! response that did not come from an [`ApiError`] (axum's own rejections, the timeout layer).
+//! API errors: one JSON shape, `{"error":{"code":"…","message":"…"}}` ([`ErrorBody`], its type for
+//! the OpenAPI document and for clients), with the HTTP status and the stable code from the
+//! contracts' error table. [`json_errors`] gives the same shape to every error response that did
+//! not come from an [`ApiError`] (axum's own rejections, the timeout layer).
 
 use axum::Json;
 use axum::extract::Request;
@@ -9,6 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rover_contracts::ErrorCode;
 use rover_domain::DomainError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// An error an endpoint answers with.
@@ -99,6 +102,25 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The body of every error response, as `ApiError` renders it: for the OpenAPI document and for
+/// clients that want a type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// An error: a stable code and a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorDetail {
+    /// The stable, machine-readable code; it also fixes the HTTP status.
+    pub code: ErrorCode,
+    /// A plain sentence for the user.
+    pub message: String,
 }
 
 /// The answer to a path no route matches.

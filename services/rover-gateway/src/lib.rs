@@ -7,6 +7,7 @@
 //! lets open streams finish up to a deadline.
 
 mod auth;
+mod authorize;
 mod caller;
 mod chat;
 mod chats;
@@ -15,10 +16,13 @@ mod demo;
 mod edge;
 mod error;
 mod events;
+mod extract;
 mod input;
 mod limits;
 mod mcp;
 mod observe;
+mod openapi;
+mod openapi_parts;
 mod rest;
 mod settings;
 mod state;
@@ -28,12 +32,12 @@ pub use auth::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
 pub use console::NOT_BUILT;
 pub use demo::narrate;
 pub use edge::serve;
+pub use error::{ErrorBody, ErrorDetail};
 pub use events::TurnEvents;
 pub use limits::{StreamSlots, TrustedProxies};
 pub use mcp::approval::Questions;
 pub use observe::metrics;
-pub use rest::contracts::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE};
-pub use rest::{ErrorBody, ErrorDetail, tool_contracts_json};
+pub use rest::contracts::{REGENERATE_COMMAND, TOOL_CONTRACTS_FILE, tool_contracts_json};
 pub use settings::{
     AuthSettings, ChatSettings, DoubleTexting, GatewayHttp, McpSettings, Settings, SigningSettings,
 };
@@ -221,7 +225,7 @@ pub fn router(state: AppState) -> Router {
         )
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(
-            rest::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            rest::router().merge(openapi::router()).layer(tower_http::timeout::TimeoutLayer::with_status_code(
                 axum::http::StatusCode::GATEWAY_TIMEOUT,
                 Duration::from_millis(limits.request_timeout_ms),
             )),

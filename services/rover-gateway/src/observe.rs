@@ -84,3 +84,9 @@ pub(crate) fn current_trace_id() -> String {
     rover_telemetry::trace_id(&tracing::Span::current())
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string())
 }
+
+/// The current trace's id when a trace is being recorded, else `None` (never a made-up one): what
+/// an audit row keeps.
+pub(crate) fn recorded_trace_id() -> Option<String> {
+    rover_telemetry::trace_id(&tracing::Span::current())
+}

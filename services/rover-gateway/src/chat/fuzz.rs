@@ -8,7 +8,7 @@ use rover_contracts::ErrorCode;
 use rover_contracts::wire::TurnInput;
 use serde_json::{Value, json};
 
-use super::{InputLimits, parse_chat_request};
+use super::request::{InputLimits, parse_chat_request};
 
 /// Whose chat the bodies are.
 const USER: rover_contracts::ids::UserId =

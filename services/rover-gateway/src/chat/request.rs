@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::extract::CAMPUS_HEADER;
 use crate::input;
-use crate::rest::CAMPUS_HEADER;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use rover_contracts::ids::TurnId;
 use rover_contracts::wire::{TurnEvent, TurnEventKind};
 use rover_messaging::OutgoingMessage;
 
-use super::thread_id;
+use super::request::thread_id;
 use crate::auth::Principal;
 use crate::caller;
 use crate::error::ApiError;

@@ -42,10 +42,6 @@ struct Door {
     in_flight: std::sync::Arc<crate::limits::StreamSlots>,
 }
 
-/// The HTTP request's span, handed to the MCP handlers through the request's extensions.
-#[derive(Debug, Clone)]
-struct RequestSpan(tracing::Span);
-
 /// `/mcp` (bearer token required) and the metadata documents (public).
 pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let settings = &state.settings;
@@ -127,7 +123,7 @@ async fn require_bearer(State(door): State<Door>, request: Request, next: Next) 
         .insert(server::Member { principal, school });
     parts
         .extensions
-        .insert(RequestSpan(tracing::Span::current()));
+        .insert(server::RequestSpan(tracing::Span::current()));
     let response = next.run(Request::from_parts(parts, body)).await;
     drop(slot);
     response

@@ -30,7 +30,6 @@ use rover_messaging::{RpcClient, RpcOptions};
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::RequestSpan;
 use super::approval::Answer;
 use super::catalogue;
 use crate::auth::Principal;
@@ -40,6 +39,11 @@ use crate::state::AppState;
 
 /// The model-call id part of an MCP call's id (`<turn>/mcp`): one call per turn.
 const CALL_ID: &str = "mcp";
+
+/// The HTTP request's span, handed to the MCP handlers through the request's extensions (the
+/// `/mcp` door puts it there).
+#[derive(Debug, Clone)]
+pub(crate) struct RequestSpan(pub(crate) tracing::Span);
 
 /// Answers MCP requests for the gateway. Cheap to clone (rmcp makes one per request).
 #[derive(Debug, Clone)]

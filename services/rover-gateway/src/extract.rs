@@ -1,6 +1,6 @@
-//! Request extractors for the REST API whose rejections are [`ApiError`]s, so a malformed request
+//! Request extractors every route uses, whose rejections are [`ApiError`]s, so a malformed request
 //! gets the same JSON error body as every other failure: [`Body`] (JSON bodies), [`Params`] (query
-//! strings), [`PathId`] (an id in the path) and [`Campus`] (the `X-Rover-Campus` header).
+//! strings), [`PathId`] (an id in the path) and [`Campus`] (the [`CAMPUS_HEADER`] header).
 
 use std::error::Error as _;
 use std::str::FromStr;
