@@ -12,8 +12,6 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::score::{Resolve, ResolveError, Want};
-
 /// The kinds a check may name, and the resolver's word for each.
 const KINDS: [(&str, &str); 9] = [
     ("department", "department"),
@@ -304,6 +302,34 @@ impl Resolve for Names<'_> {
             .map(Box::new)
             .map(Want::Row)
     }
+}
+
+/// What an argument check compares with.
+#[derive(Debug, Clone)]
+pub enum Want {
+    /// A value as written.
+    Value(Value),
+    /// A row (`@kind:name`): its id, or a name that picks it.
+    Row(Box<Row>),
+}
+
+/// Resolves `@kind:name` values to the rows they name; anything else stays as it is.
+pub trait Resolve {
+    fn resolve(&self, value: &Value) -> Result<Want, ResolveError>;
+}
+
+/// Why a `@kind:name` reference names no row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Not of the form `@kind:name`.
+    #[error("{0:?} is not @kind:name")]
+    Malformed(String),
+    /// A kind the checks do not know.
+    #[error("unknown kind {kind:?} in @{reference}")]
+    UnknownKind { kind: String, reference: String },
+    /// The database has no such row.
+    #[error("the demo data has no {kind} named {name:?}")]
+    Unknown { kind: String, name: String },
 }
 
 #[cfg(test)]

@@ -292,12 +292,12 @@ mod tests {
     use crate::score::{Observed, Write, score};
 
     struct Plain;
-    impl crate::score::Resolve for Plain {
+    impl crate::names::Resolve for Plain {
         fn resolve(
             &self,
             value: &serde_json::Value,
-        ) -> Result<crate::score::Want, crate::score::ResolveError> {
-            Ok(crate::score::Want::Value(value.clone()))
+        ) -> Result<crate::names::Want, crate::names::ResolveError> {
+            Ok(crate::names::Want::Value(value.clone()))
         }
     }
 

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cases::{ArgCheck, Expect, WriteExpect};
-use crate::names::Row;
+use crate::names::{Resolve, ResolveError, Want};
 
 /// One tool call seen in the stream.
 #[derive(Debug, Clone, Serialize)]
@@ -177,15 +177,6 @@ impl Score {
     }
 }
 
-/// What an argument check compares with.
-#[derive(Debug, Clone)]
-pub enum Want {
-    /// A value as written.
-    Value(Value),
-    /// A row (`@kind:name`): its id, or a name that picks it.
-    Row(Box<Row>),
-}
-
 impl Want {
     /// How a failure shows it.
     fn shown(&self) -> Value {
@@ -224,25 +215,6 @@ impl Want {
             _ => self.equals(actual, call, resolved),
         }
     }
-}
-
-/// Resolves `@kind:name` values to the rows they name; anything else stays as it is.
-pub trait Resolve {
-    fn resolve(&self, value: &Value) -> Result<Want, ResolveError>;
-}
-
-/// Why a `@kind:name` reference names no row.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResolveError {
-    /// Not of the form `@kind:name`.
-    #[error("{0:?} is not @kind:name")]
-    Malformed(String),
-    /// A kind the checks do not know.
-    #[error("unknown kind {kind:?} in @{reference}")]
-    UnknownKind { kind: String, reference: String },
-    /// The database has no such row.
-    #[error("the demo data has no {kind} named {name:?}")]
-    Unknown { kind: String, name: String },
 }
 
 /// Why a turn's text does not read as an answer.
