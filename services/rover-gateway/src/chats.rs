@@ -22,7 +22,7 @@ use axum::{Json, Router};
 use chrono::Utc;
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::{ThreadId, UserId};
-use rover_domain::audit::{AuditChange, AuditEntry};
+use rover_domain::audit::AuditChange;
 use rover_domain::{Actor, TenantTx};
 use rover_turnstore::chats::{self, Chat, Cursor, ListQuery};
 use serde_json::json;
@@ -31,13 +31,13 @@ use self::api::{
     ChatDetail, ChatExport, ChatList, ChatSummary, DELETE_EVENT, ERASE_EVENT, ERASE_PERMISSION,
     Erased, FeedbackBody, ListParams, Rating, RenameChatBody,
 };
+use crate::audit;
 use crate::auth::Principal;
 use crate::authorize::authorize;
 use crate::caller;
 use crate::chat::{Stopped, stop_thread, thread_id};
 use crate::error::ApiError;
 use crate::extract::{Body, Campus, Params, PathId};
-use crate::observe::current_trace_id;
 use crate::state::AppState;
 
 /// The chat routes of the history API.
@@ -222,30 +222,17 @@ async fn remove(
         after: json!({ "deleted": true }),
         named: None,
     };
-    audit(&mut tx, &caller, DELETE_EVENT, &change).await?;
+    audit::record(
+        &mut tx,
+        &Actor::from(&caller.identity()),
+        &caller.scope(),
+        DELETE_EVENT,
+        &change,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(%thread, turns = deleted.turns, "deleted a chat");
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// One audit row for a history write, in its transaction.
-async fn audit(
-    tx: &mut TenantTx,
-    caller: &caller::Caller,
-    event: &str,
-    change: &AuditChange,
-) -> Result<(), ApiError> {
-    let trace_id = current_trace_id();
-    let entry = AuditEntry {
-        actor: &Actor::from(&caller.identity()),
-        scope: &caller.scope(),
-        event,
-        call_id: None,
-        trace_id: Some(&trace_id),
-        change,
-    };
-    rover_domain::audit::record(tx, &entry).await?;
-    Ok(())
 }
 
 /// `GET /api/chats/export`: every chat of the caller, with its messages, as one JSON file.
@@ -351,7 +338,14 @@ async fn erase(
         after: json!({ "erased": true }),
         named: None,
     };
-    audit(&mut tx, &caller, ERASE_EVENT, &change).await?;
+    audit::record(
+        &mut tx,
+        &Actor::from(&caller.identity()),
+        &caller.scope(),
+        ERASE_EVENT,
+        &change,
+    )
+    .await?;
     tx.commit().await?;
     crate::chat::tell_workers_to_stop(&state, &stopping).await;
     tracing::info!(%staff, erased, "erased a staff member's chats");

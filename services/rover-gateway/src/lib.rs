@@ -6,6 +6,7 @@
 //! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
 //! lets open streams finish up to a deadline.
 
+mod audit;
 mod auth;
 mod authorize;
 mod caller;

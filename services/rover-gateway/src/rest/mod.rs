@@ -27,19 +27,19 @@ use rover_contracts::tools::{
     self, ClassList, CreateDepartmentArgs, Department, FindStudentsArgs, ListStaffArgs, NoArgs,
     RenameDepartmentArgs, RenamedDepartment, StaffList, StudentSummary,
 };
-use rover_domain::audit::{AuditEntry, Written};
+use rover_domain::audit::Written;
 use rover_domain::{Actor, TenantTx};
 
 use self::endpoints::{
     CREATE_DEPARTMENT, Endpoint, FIND_STUDENTS, FindStudentsParams, LIST_CLASSES, LIST_DEPARTMENTS,
     LIST_STAFF, RENAME_DEPARTMENT, RenameDepartmentBody,
 };
+use crate::audit;
 use crate::auth::Principal;
 use crate::authorize::authorize;
 use crate::caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Campus, Params, PathId};
-use crate::observe::recorded_trace_id;
 use crate::state::AppState;
 
 /// The REST routes.
@@ -96,16 +96,14 @@ impl Call {
 
     /// Ends a write: records exactly one audit row in the write's transaction, then commits both.
     async fn write<T>(mut self, written: Written<T>) -> Result<T, ApiError> {
-        let trace_id = recorded_trace_id();
-        let entry = AuditEntry {
-            actor: &self.actor,
-            scope: &self.scope,
-            event: self.endpoint.event,
-            call_id: None,
-            trace_id: trace_id.as_deref(),
-            change: &written.change,
-        };
-        rover_domain::audit::record(&mut self.tx, &entry).await?;
+        audit::record(
+            &mut self.tx,
+            &self.actor,
+            &self.scope,
+            self.endpoint.event,
+            &written.change,
+        )
+        .await?;
         self.tx.commit().await?;
         Ok(written.output)
     }

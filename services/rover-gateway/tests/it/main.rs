@@ -6,6 +6,7 @@
     reason = "a test reads as one story: its setup, the act and every assertion in one place"
 )]
 
+mod audit;
 mod auth;
 mod chats;
 mod console;
