@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 /// A completed part of a turn's agent loop: the model's answer in a step (`part` = `"model"`), or
-/// one tool call's result (`part` = the call id).
+/// one tool call's result (`part` = the call id). The one type for it: `rover-turnstore` records
+/// and reads these as they are (`turn_steps`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepPart {
     /// `""` for Rover, the `task` call id for a subagent's run.

@@ -230,27 +230,15 @@ pub async fn last_turn(
     }
 }
 
-/// One recorded part of a turn's agent loop (see `turn_steps`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepPart {
-    /// `""` for Rover, the `task` call id for a subagent's run.
-    pub agent: String,
-    /// The agent's model step.
-    pub step: u32,
-    /// `"model"` for the assistant message, else the tool call id of a result.
-    pub part: String,
-    /// The recorded message.
-    pub record: Value,
-}
-
 /// Records a completed part of a turn before the loop moves on; a part recorded already is kept
 /// as it was (the first record wins, so a resumed turn cannot rewrite its past).
+#[cfg(feature = "agent")]
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn, agent = %part.agent, step = part.step, part = %part.part))]
 pub async fn record_step(
     tx: &mut TenantTx,
     thread: ThreadId,
     turn: TurnId,
-    part: &StepPart,
+    part: &rover_agent::StepPart,
 ) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
     sqlx::query(
@@ -271,8 +259,12 @@ pub async fn record_step(
 }
 
 /// Every recorded part of the turns in `turns` (one turn, or a paused turn's chain).
+#[cfg(feature = "agent")]
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turns = turns.len()))]
-pub async fn steps(tx: &mut TenantTx, turns: &[TurnId]) -> Result<Vec<StepPart>, DomainError> {
+pub async fn steps(
+    tx: &mut TenantTx,
+    turns: &[TurnId],
+) -> Result<Vec<rover_agent::StepPart>, DomainError> {
     let ids: Vec<uuid::Uuid> = turns
         .iter()
         .map(rover_contracts::ids::TurnId::as_uuid)
@@ -286,7 +278,7 @@ pub async fn steps(tx: &mut TenantTx, turns: &[TurnId]) -> Result<Vec<StepPart>,
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(agent, step, part, record)| StepPart {
+        .map(|(agent, step, part, record)| rover_agent::StepPart {
             agent,
             step: u32::try_from(step).unwrap_or_default(),
             part,

@@ -109,7 +109,7 @@ impl PgTurnStore {
     }
 
     /// Records `part` and reads whether the turn was asked to stop, in one transaction.
-    async fn record_once(&self, part: &conversation::StepPart) -> Result<bool, DomainError> {
+    async fn record_once(&self, part: &StepPart) -> Result<bool, DomainError> {
         let mut tx = self.begin().await?;
         conversation::record_step(&mut tx, self.thread, self.turn, part).await?;
         let stopped = conversation::stop_requested(&mut tx, self.turn).await?;
@@ -121,12 +121,6 @@ impl PgTurnStore {
     /// so a failed record is tried again for a few seconds — a Postgres restart or failover —
     /// before the turn gives up (recording is idempotent: the first record wins).
     async fn record_now(&self, part: StepPart) -> Result<bool, DomainError> {
-        let part = conversation::StepPart {
-            agent: part.agent,
-            step: part.step,
-            part: part.part,
-            record: part.record,
-        };
         let mut pause = Backoff::new(RECORD_FIRST_PAUSE, RECORD_MAX_PAUSE);
         let mut attempt = 1;
         loop {

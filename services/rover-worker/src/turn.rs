@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use rover_agent::budget::Carried;
-use rover_agent::{Emitted, Journal, StepPart};
+use rover_agent::{Emitted, Journal};
 use rover_contracts::ErrorCode;
 use rover_contracts::identity::TurnVerifier;
 use rover_contracts::ids::TurnId;
@@ -330,14 +330,8 @@ pub(crate) async fn load_prior(
     spent_by.push(request.turn_id);
     let usage = rover_turnstore::usage::chain_usage(&mut tx, &spent_by).await?;
     tx.commit().await?;
-    let step = |p: conversation::StepPart| StepPart {
-        agent: p.agent,
-        step: p.step,
-        part: p.part,
-        record: p.record,
-    };
     let own_parts = !parts.is_empty();
-    let journal = Journal::continuing(chain.into_iter().map(step), parts.into_iter().map(step));
+    let journal = Journal::continuing(chain, parts);
     let carried = Carried {
         tokens: u64::try_from(usage.input_tokens + usage.output_tokens).unwrap_or_default(),
         model_calls: u32::try_from(usage.model_calls).unwrap_or_default(),
