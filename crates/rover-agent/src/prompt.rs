@@ -103,8 +103,18 @@ fn push_cannot(prompt: &mut String, tools: &[AgentTool], subagents: &[Agent]) {
     }
     let _ = write!(prompt, "\n{CANNOT_HEADING}\n");
     for contract in missing {
-        let _ = writeln!(prompt, "- {} — {}", contract.name, who_may(contract));
+        let _ = writeln!(prompt, "- {} — {}", doing(contract), who_may(contract));
     }
+}
+
+/// What a tool does, in words and not by its name (a small model calls a tool it sees named, even
+/// under "cannot"): its label without the ellipsis, "recording attendance".
+pub fn doing(contract: &ToolContract) -> String {
+    let label = contract.label.trim_end_matches('…');
+    let mut chars = label.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
 }
 
 /// Who may make a write the caller was not given, in a phrase.
@@ -213,10 +223,11 @@ pub fn inventory(prompt: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The tool names listed under what the caller cannot do, in order (for drift tests).
+/// What is listed under what the caller cannot do (each write's [`doing`]), in order (for drift
+/// tests).
 pub fn cannot(prompt: &str) -> Vec<&str> {
     section(prompt, CANNOT_HEADING)
-        .filter_map(|line| line.strip_prefix("- ")?.split(' ').next())
+        .filter_map(|line| Some(line.strip_prefix("- ")?.split(" — ").next()?.trim()))
         .collect()
 }
 

@@ -124,16 +124,31 @@ async fn for_every_demo_user_the_prompt_names_exactly_the_writes_they_cannot_mak
             .chain(agent.subagents.iter().flat_map(|s| &s.tools))
             .map(|t| t.contract.name)
             .collect();
-        let missing: Vec<&str> = rover_contracts::tools::REGISTRY
+        let missing: Vec<String> = rover_contracts::tools::REGISTRY
             .iter()
             .filter(|c| {
                 c.effect == rover_contracts::tools::Effect::Write
                     && c.event().is_some()
                     && !given.contains(c.name)
             })
-            .map(|c| c.name)
+            .map(|c| rover_agent::prompt::doing(c))
             .collect();
         assert_eq!(cannot(&agent.system_prompt), missing, "{email}");
+        // In words, never by a tool's name: a small model calls what it sees named.
+        let (_, section) = agent
+            .system_prompt
+            .split_once(rover_agent::prompt::CANNOT_HEADING)
+            .unwrap_or_default();
+        for contract in rover_contracts::tools::REGISTRY
+            .iter()
+            .filter(|c| c.event().is_some())
+        {
+            assert!(
+                !section.contains(contract.name),
+                "{email}: {} named in {section}",
+                contract.name
+            );
+        }
     }
     let okello = build_agent(
         &stack.context("okello@hill.school").await,
@@ -145,10 +160,10 @@ async fn for_every_demo_user_the_prompt_names_exactly_the_writes_they_cannot_mak
         .split_once(rover_agent::prompt::CANNOT_HEADING)
         .unwrap();
     assert!(
-        section.contains("- record_attendance — only a class's class teacher may"),
+        section.contains("- recording attendance — only a class's class teacher may"),
         "{section}"
     );
-    assert!(section.contains("- assign_subject_teacher — their roles do not allow it"));
+    assert!(section.contains("- assigning a subject teacher — their roles do not allow it"));
 }
 
 #[tokio::test]
