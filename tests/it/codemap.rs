@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md's codemap stays true: every source file of every crate and service is named in
 //! the section of the codemap that heads its crate (by its path under `src/`, e.g.
-//! `chat/stop.rs`), and every crate has such a section. A new file without its line fails here.
+//! `turns/stream.rs`), and every crate has such a section. A new file without its line fails here.
 
 use std::path::{Path, PathBuf};
 

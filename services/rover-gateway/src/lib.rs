@@ -10,14 +10,14 @@ mod audit;
 mod auth;
 mod authorize;
 mod caller;
-mod chat;
-mod chats;
+mod chat_id;
 mod console;
 mod demo;
 mod edge;
 mod error;
 mod events;
 mod extract;
+mod history;
 mod input;
 mod limits;
 mod mcp;
@@ -27,6 +27,9 @@ mod openapi_parts;
 mod rest;
 mod settings;
 mod state;
+mod stop;
+mod turns;
+mod ui_chunks;
 
 // What the binary, the gateway's own tests and the bench and eval use; nothing else is public.
 pub use auth::{Authenticator, DEVELOPMENT_HS256_SECRET, dev_token};
@@ -216,8 +219,9 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .merge(chat::router())
-        .merge(chats::router())
+        .merge(turns::router())
+        .merge(stop::router())
+        .merge(history::router())
         .merge(
             mcp::router(&state).layer(tower_http::timeout::TimeoutLayer::with_status_code(
                 axum::http::StatusCode::GATEWAY_TIMEOUT,

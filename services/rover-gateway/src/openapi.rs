@@ -1,5 +1,5 @@
 //! The OpenAPI 3.1 document of the gateway's REST API, served at `GET /api/openapi.json`: each
-//! route module's part (`rest::openapi`, the school's tools; `chats::openapi`, the chat history)
+//! route module's part (`rest::openapi`, the school's tools; `history::openapi`, the chat history)
 //! assembled with what the parts share — the campus header, the error responses and their body,
 //! bearer authentication — and the tags.
 
@@ -18,7 +18,7 @@ use crate::openapi_parts::{
     component, json_response,
 };
 use crate::state::AppState;
-use crate::{chats, rest};
+use crate::{history, rest};
 
 /// The OpenAPI version the document declares.
 pub(crate) const OPENAPI_VERSION: &str = "3.1.0";
@@ -58,7 +58,7 @@ fn build() -> Value {
                 },
             }),
         );
-        paths.extend(chats::openapi::paths());
+        paths.extend(history::openapi::paths());
     }
     json!({
         "openapi": OPENAPI_VERSION,
@@ -107,7 +107,7 @@ fn component_schemas() -> Value {
     };
     rest::openapi::schemas(&mut add);
     add("Error", schema_for::<ErrorBody>());
-    chats::openapi::schemas(&mut add);
+    history::openapi::schemas(&mut add);
     schemas.into()
 }
 

@@ -1,6 +1,6 @@
 //! Property tests (fuzzing) of the chat request parser: arbitrary bytes, arbitrary JSON, and
 //! mutations of valid `useChat` bodies never panic, and every refusal is a 400 or a 413. Failing
-//! cases proptest finds are kept in `proptest-regressions/chat/fuzz.txt`; hand-picked hostile
+//! cases proptest finds are kept in `proptest-regressions/turns/fuzz.txt`; hand-picked hostile
 //! bodies are replayed from `tests/corpus/chat/`.
 
 use proptest::prelude::*;

@@ -1,11 +1,16 @@
-//! `POST /api/chat` and `GET /api/chat/{id}/stream`: the AI SDK UI message stream over SSE, so a
-//! `useChat` Hub works unchanged (`docs/protocols.md` §1).
+//! A chat's turns: `POST /api/chat` and `GET /api/chat/{id}/stream`, the AI SDK UI message stream
+//! over SSE, so a `useChat` Hub works unchanged (`docs/protocols.md` §1). Stopping a turn is
+//! `crate::stop`'s; reading a chat back is `crate::history`'s.
 //!
 //! A POST takes only the last message from the body — history is the server's — mints the runtime
 //! context from live rows, signs the turn identity, follows the turn's events, publishes the
 //! turn and streams the events as UI message chunks. The turn runs in a worker, so a client that
 //! disconnects does not cancel it; `GET …/stream` replays the thread's current (or last) turn from
 //! its start, from the recorded events, and follows it live. Any gateway replica can serve either.
+//!
+//! - this file: the routes, opening and publishing a turn;
+//! - [`request`]: the POST's body, read and bounded; [`approvals`]: the approval answers it carries;
+//! - [`stream`]: the SSE response.
 
 use std::time::{Duration, Instant};
 
@@ -22,39 +27,29 @@ use rover_contracts::identity::TurnGrant;
 use rover_contracts::ids::{SchoolId, TurnId};
 use rover_contracts::wire::{self, TurnEvent, TurnEventKind, TurnRequest};
 use rover_messaging::OutgoingMessage;
+use rover_turnstore::conversation::WhenBusy;
 use tracing::Instrument as _;
 
+use self::request::{ChatTurn, InputLimits, campus_choice, opening, parse_chat_request};
+use self::stream::stream_response;
 use crate::auth::Principal;
+use crate::chat_id::thread_id;
 use crate::error::ApiError;
 use crate::observe::current_trace_id;
 use crate::settings::{DoubleTexting, Settings};
 use crate::state::AppState;
+use crate::stop::tell_workers_to_stop;
 use crate::{caller, input};
-use rover_turnstore::conversation::WhenBusy;
 
-mod chunks;
-mod history;
+mod approvals;
 mod request;
 mod stream;
 
-mod approvals;
-mod stop;
-pub(crate) use history::messages;
-use request::campus_choice;
-use request::opening;
-pub(crate) use request::thread_id;
-pub(crate) use request::{ChatTurn, InputLimits, parse_chat_request};
-use stop::stop;
-pub(crate) use stop::tell_workers_to_stop;
-pub(crate) use stop::{Stopped, stop_thread};
-use stream::stream_response;
-
-/// The chat routes.
+/// The turn routes.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(post_chat))
         .route("/api/chat/{id}/stream", get(resume))
-        .route("/api/chat/{id}/stop", post(stop))
 }
 
 /// What one chat request may carry, from `http.max_json_depth` and the `chat.*` limits.

@@ -1,5 +1,6 @@
 //! Worker events as AI SDK UI message chunks (only the chunk types and fields the protocol
-//! allows).
+//! allows): what a turn's stream sends (`turns/stream.rs`), and what a chat read back is folded
+//! from (`history/messages.rs`).
 
 use std::collections::HashMap;
 
@@ -10,14 +11,14 @@ use serde_json::{Value, json};
 /// Turns worker events into AI SDK UI message chunks (only the chunk types and fields the protocol
 /// allows). Subagent activity is attributed: its tool calls carry the agent in their label part,
 /// and its text arrives as a `data-subagent` part once complete.
-pub(super) struct ChunkMapper {
-    pub(super) turn: TurnId,
-    pub(super) trace: String,
-    pub(super) subagent_text: HashMap<String, String>,
+pub(crate) struct ChunkMapper {
+    pub(crate) turn: TurnId,
+    pub(crate) trace: String,
+    pub(crate) subagent_text: HashMap<String, String>,
 }
 
 impl ChunkMapper {
-    pub(super) fn chunks(&mut self, event: TurnEvent) -> Vec<Value> {
+    pub(crate) fn chunks(&mut self, event: TurnEvent) -> Vec<Value> {
         let agent = event.subagent.map_or("rover", |s| s.name());
         match event.event {
             TurnEventKind::Start {

@@ -3,15 +3,17 @@
 //! school admin's erasure of one staff member's chats.
 //!
 //! Every route keys a chat by the caller and the client's chat id (the thread id is derived from
-//! both, `chat::thread_id`), so a colleague's or another school's chat answers exactly as one that
+//! both, `crate::chat_id`), so a colleague's or another school's chat answers exactly as one that
 //! does not exist. The rows are `rover_turnstore::chats`'; the messages are rebuilt from each
-//! turn's recorded events by `chat::messages`, the same chunks the stream sent.
+//! turn's recorded events by [`messages`], the same chunks the stream sent.
 //!
 //! - this file: the routes;
 //! - [`api`]: the request and response types, and the audit events and permission of the writes;
+//! - [`messages`]: a chat read back as `UIMessage`s;
 //! - [`openapi`]: the history API's part of the OpenAPI document.
 
 mod api;
+mod messages;
 pub(crate) mod openapi;
 
 use axum::extract::{Path, State};
@@ -35,10 +37,11 @@ use crate::audit;
 use crate::auth::Principal;
 use crate::authorize::authorize;
 use crate::caller;
-use crate::chat::{Stopped, stop_thread, thread_id};
+use crate::chat_id::thread_id;
 use crate::error::ApiError;
 use crate::extract::{Body, Campus, Params, PathId};
 use crate::state::AppState;
+use crate::stop::{Stopped, stop_thread, tell_workers_to_stop};
 
 /// The chat routes of the history API.
 pub(crate) fn router() -> Router<AppState> {
@@ -142,7 +145,7 @@ async fn detail(
         .collect();
     Ok(ChatDetail {
         chat: ChatSummary::from(chat),
-        messages: crate::chat::messages(turns),
+        messages: messages::messages(turns),
         feedback,
     })
 }
@@ -347,7 +350,7 @@ async fn erase(
     )
     .await?;
     tx.commit().await?;
-    crate::chat::tell_workers_to_stop(&state, &stopping).await;
+    tell_workers_to_stop(&state, &stopping).await;
     tracing::info!(%staff, erased, "erased a staff member's chats");
     Ok(Json(Erased { erased }))
 }

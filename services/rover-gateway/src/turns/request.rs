@@ -9,6 +9,7 @@ use rover_contracts::wire::TurnInput;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::chat_id::thread_id;
 use crate::error::ApiError;
 use crate::extract::CAMPUS_HEADER;
 use crate::input;
@@ -57,7 +58,7 @@ pub(crate) struct ChatTurn {
 
 /// Reads a `POST /api/chat` body: the depth check, the JSON, the chat id, the last message and
 /// the size limits. Every failure is a 400 or 413 [`ApiError`]; no input makes it panic (the
-/// property tests in `chat_fuzz.rs` feed it arbitrary and mutated bodies).
+/// property tests in `turns/fuzz.rs` feed it arbitrary and mutated bodies).
 pub(crate) fn parse_chat_request(
     body: &[u8],
     limits: &InputLimits,
@@ -129,29 +130,6 @@ impl UiMessage {
         }
         sent
     }
-}
-
-/// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
-/// A chat is keyed by (school, user, id): the same id names another thread for every staff member,
-/// so a colleague can neither claim an id first nor learn that it is in use — every chat route
-/// answers a colleague's id exactly as an unused one.
-pub(crate) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
-    let valid = !chat.is_empty()
-        && chat.len() <= 200
-        && chat
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !valid {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRequest,
-            "The chat id must be 1–200 letters, digits, '-' or '_'.",
-        ));
-    }
-    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_2a4e_9b7d_4c3a_8e21_5d0f_7a9b_c3e1);
-    Ok(ThreadId::from_uuid(uuid::Uuid::new_v5(
-        &NAMESPACE,
-        format!("{user}/{chat}").as_bytes(),
-    )))
 }
 
 pub(super) fn too_large(message: String) -> ApiError {

@@ -14,7 +14,7 @@ use rover_contracts::wire::TurnEvent;
 use rover_turnstore::chats::ChatTurn;
 use serde_json::{Map, Value, json};
 
-use super::chunks::ChunkMapper;
+use crate::ui_chunks::ChunkMapper;
 
 /// The chat's messages, oldest first.
 pub(crate) fn messages(turns: Vec<ChatTurn>) -> Vec<Value> {

@@ -16,11 +16,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use super::chunks::ChunkMapper;
 use crate::events::Following;
 use crate::limits::StreamSlot;
 use crate::observe::TRACE_HEADER;
 use crate::state::AppState;
+use crate::ui_chunks::ChunkMapper;
 
 /// The SSE response: recorded events first, then live ones, in `seq` order without repeats, as UI
 /// message chunks; `[DONE]` after `finish`. `slot`, the caller's resumed-stream slot, is released when

@@ -1,20 +1,29 @@
-//! `POST /api/chat/{id}/stop`, and telling the workers to stop a turn (also what an interrupting
-//! message does): the stop is recorded in `open_turns`, then sent on the control exchange.
+//! Stopping a chat's reply: `POST /api/chat/{id}/stop`, and what every route that stops turns
+//! uses — [`stop_thread`] (Stop, and deleting a chat) and [`tell_workers_to_stop`] (also an
+//! interrupting message, and an erasure): the stop is recorded in `open_turns`, then sent on the
+//! control exchange.
 
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use rover_contracts::ids::TurnId;
 use rover_contracts::wire::{TurnEvent, TurnEventKind};
 use rover_messaging::OutgoingMessage;
 
-use super::request::thread_id;
 use crate::auth::Principal;
 use crate::caller;
+use crate::chat_id::thread_id;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// The Stop route.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new().route("/api/chat/{id}/stop", post(stop))
+}
 
 /// `POST /api/chat/{id}/stop`: stops the chat's running reply (and any queued behind it) on
 /// whichever worker holds it. The stop is recorded before the workers are told, so it holds even
@@ -24,7 +33,7 @@ use crate::state::AppState;
 /// `chat.stop_wait_ms`; 204 when nothing was running (a second Stop is harmless). Only the chat's
 /// owner may stop it: another user's chat is a 404.
 #[tracing::instrument(name = "rover.gateway.stop", skip_all, fields(thread_id = tracing::field::Empty))]
-pub(super) async fn stop(
+async fn stop(
     State(state): State<AppState>,
     principal: Principal,
     Path(chat): Path<String>,

@@ -1,0 +1,31 @@
+//! The client's chat id (what `useChat({ id })` sends) and the thread it names: derived from the
+//! caller and the id, so every chat route — the turn routes, Stop, the history — reaches only the
+//! caller's own chat.
+
+use rover_contracts::ErrorCode;
+use rover_contracts::ids::{ThreadId, UserId};
+
+use crate::error::ApiError;
+
+/// The thread of `user`'s chat id: a UUID derived from the user (and so their school) and the id.
+/// A chat is keyed by (school, user, id): the same id names another thread for every staff member,
+/// so a colleague can neither claim an id first nor learn that it is in use — every chat route
+/// answers a colleague's id exactly as an unused one.
+pub(crate) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
+    let valid = !chat.is_empty()
+        && chat.len() <= 200
+        && chat
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "The chat id must be 1–200 letters, digits, '-' or '_'.",
+        ));
+    }
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_2a4e_9b7d_4c3a_8e21_5d0f_7a9b_c3e1);
+    Ok(ThreadId::from_uuid(uuid::Uuid::new_v5(
+        &NAMESPACE,
+        format!("{user}/{chat}").as_bytes(),
+    )))
+}
