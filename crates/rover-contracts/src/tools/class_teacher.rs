@@ -24,8 +24,7 @@ const fn owns_class(event: &'static str) -> ToolKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetClassRosterArgs {
-    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you
-    /// are class teacher of, if you have only one.
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you are class teacher of, if you have only one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<Named<ClassId>>,
 }
@@ -52,17 +51,14 @@ impl Tool for GetClassRoster {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordAttendanceArgs {
-    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you
-    /// are class teacher of, if you have only one.
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you are class teacher of, if you have only one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<Named<ClassId>>,
-    /// The students who were absent, by name as the staff member said them (e.g. ["Nakato",
-    /// "Mugisha"]) or by id; everyone else is marked present. Empty when all were present.
+    /// The students who were absent, by name as the staff member said them (e.g. ["Nakato", "Mugisha"]) or by id; everyone else is marked present. Empty when all were present.
     #[serde(default)]
     #[schemars(length(max = 500))]
     pub absent: Vec<Named<StudentId>>,
-    /// The day (YYYY-MM-DD), only when the staff member named a day other than today; leave it
-    /// out for today. It must be in the current term.
+    /// The day (YYYY-MM-DD), only when the staff member named a day other than today; leave it out for today. It must be in the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<NaiveDate>,
 }

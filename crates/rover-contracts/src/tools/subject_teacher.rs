@@ -52,8 +52,7 @@ pub struct MarkEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordMarksArgs {
-    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out when the staff
-    /// member did not say it (the students' names then tell it).
+    /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out when the staff member did not say it (the students' names then tell it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<Named<ClassId>>,
     /// The subject, as staff name it (e.g. "Maths") or its id.
