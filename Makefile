@@ -32,8 +32,13 @@ console/dist/.built: console/node_modules/.package-lock.json $(CONSOLE_SOURCES)
 chromium: ## Install Debian's Chromium for the console's browser test, if it is missing.
 	@deploy/local/ensure-chromium.sh
 
-run: services build console ## Run the three services against the local broker (Ctrl-C stops them).
-	@deploy/local/run.sh
+# `make run MODEL=local`: llama.cpp's llama-server with Qwen2.5-Coder-1.5B (scripts/llama-server.sh,
+# as `make eval` runs it) instead of the scripted model. A MODEL from the environment counts only
+# when it is one of the two (the name is common); on the command line any other word is refused.
+RUN_MODEL := $(if $(filter command line,$(origin MODEL)),$(MODEL),$(if $(filter scripted local,$(MODEL)),$(MODEL),scripted))
+
+run: services build console ## Run the three services against the local broker (Ctrl-C stops them); MODEL=local: on Qwen2.5-Coder-1.5B (llama-server) instead of the scripted model.
+	@deploy/local/run.sh --model $(RUN_MODEL)
 
 test: services build console chromium ## Run every test against the real RabbitMQ and Postgres.
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \

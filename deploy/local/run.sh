@@ -5,6 +5,11 @@
 #      idempotent);
 #   3. the scripted model (a test double speaking the OpenAI API) and the three services, each
 #      logging to target/dev/logs/<service>.log, so the terminal shows only the narration;
+#      with `--model local` (`make run MODEL=local`), llama.cpp's llama-server with
+#      Qwen2.5-Coder-1.5B instead of the scripted model, started as `make eval` starts it
+#      (scripts/llama-server.sh; built and fetched once into ~/.cache/rover/llama, about 14
+#      minutes the first time), logging to target/dev/logs/llama-server.log, and the worker
+#      pointed at it with its prompt-cache warm-up on (model.warm_prompt_cache);
 #   4. one demo turn through the gateway, narrated as the Hub would show it (a new department
 #      each run: Sciences, then Sciences 2, …, so a second run succeeds too);
 #   5. the Hub console (built by `make console`) at http://127.0.0.1:8080/ — the gateway's default
@@ -12,8 +17,21 @@
 #      ROVER_HTTP__CONSOLE_DIR: an `http` table in the environment would replace the other
 #      services' default listen addresses.)
 # Ctrl-C stops everything and exits 0.
+#
+#   deploy/local/run.sh [--model scripted|local]   (scripted when not given)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+model=scripted
+case "${1:-}" in
+  "") ;;
+  --model) model=${2:-scripted} ;;
+  --model=*) model=${1#--model=} ;;
+  *) echo "usage: deploy/local/run.sh [--model scripted|local]" >&2; exit 2 ;;
+esac
+case "$model" in
+  scripted | local) ;;
+  *) echo "rover: no model called '$model': MODEL=scripted (the default) or MODEL=local" >&2; exit 2 ;;
+esac
 bin=target/debug
 dev=target/dev
 mkdir -p "$dev"
@@ -45,7 +63,19 @@ stop() {
 }
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
-for service in rover-scripted-model rover-toolserver rover-worker rover-gateway; do
+services=(rover-scripted-model rover-toolserver rover-worker rover-gateway)
+if [ "$model" = local ]; then
+  source scripts/llama-server.sh
+  llama_start "$logs/llama-server.log" || exit 1
+  pids+=("$LLAMA_PID")
+  echo "rover: llama-server serves $LLAMA_MODEL_NAME at $LLAMA_URL (log: $logs/llama-server.log)" >&2
+  export ROVER_MODEL__BASE_URL="$LLAMA_URL"
+  export ROVER_MODEL__NAME="$LLAMA_MODEL_NAME"
+  export ROVER_MODEL__PROVIDER=llama.cpp
+  export ROVER_MODEL__WARM_PROMPT_CACHE=true
+  services=(rover-toolserver rover-worker rover-gateway)
+fi
+for service in "${services[@]}"; do
   "$bin/$service" >"$logs/$service.log" 2>&1 &
   pids+=("$!")
 done
@@ -61,6 +91,10 @@ taken=$(psql -h 127.0.0.1 -U postgres -d rover -tAc \
 department="Sciences"
 [ "${taken:-0}" -gt 0 ] && department="Sciences $((taken + 1))"
 echo >&2
+if [ "$model" = local ]; then
+  echo "rover: the demo turn runs on $LLAMA_MODEL_NAME on this CPU: the first answer may take about 30 s" >&2
+  echo "rover: while llama-server reads Rover's prompt (later turns reuse what it read)." >&2
+fi
 echo "rover: demo turn — the Hub would show:" >&2
 "$bin/rover-gateway" demo --email admin@hill.school --message "Create a department called $department" \
   || echo "rover: the demo turn failed (see $logs/)" >&2
