@@ -51,7 +51,7 @@ impl Gate {
         sqlx::query("DELETE FROM tool_approval_policy")
             .execute(tx.connection())
             .await?;
-        rover_turnstore::conversation::ensure_thread(&mut tx, thread, user).await?;
+        rover_turnstore::threads::ensure_thread(&mut tx, thread, user).await?;
         let ApprovalState::Pending { approval_id } =
             rover_turnstore::approvals::approval_for(&mut tx, &call).await?
         else {

@@ -396,7 +396,7 @@ pub async fn staff_in_scope(
 /// stop. Returns how many threads went, and the turns to tell the workers about once committed.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql"))]
 pub async fn erase(tx: &mut TenantTx, staff: UserId) -> Result<(u64, Vec<TurnId>), DomainError> {
-    let stopping = crate::conversation::request_stop_of_user(tx, staff).await?;
+    let stopping = crate::open_turns::request_stop_of_user(tx, staff).await?;
     let erased = sqlx::query("DELETE FROM threads WHERE user_id = $1")
         .bind(staff.as_uuid())
         .execute(tx.connection())

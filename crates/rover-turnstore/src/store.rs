@@ -14,8 +14,8 @@ use rover_settings::Backoff;
 use serde_json::Value;
 
 use crate::approvals::{self, ApprovalState, GatedCall};
-use crate::conversation;
 use crate::usage::{self, DailyLimit, DailyLimits};
+use crate::{artifacts, conversation_log, journal, open_turns, threads};
 
 /// One turn's state in Postgres.
 #[derive(Debug, Clone)]
@@ -95,9 +95,9 @@ impl PgTurnStore {
         // A continuation starts again from its chain's first message, after the thread before it.
         let (history, first) = match self.chain.as_slice() {
             [root, _, ..] => approvals::history_before(&mut tx, self.thread, *root).await?,
-            _ => (conversation::history(&mut tx, self.thread).await?, None),
+            _ => (conversation_log::history(&mut tx, self.thread).await?, None),
         };
-        let summary = conversation::summary(&mut tx, self.thread)
+        let summary = threads::summary(&mut tx, self.thread)
             .await?
             .map(|(covers, text)| Summary { covers, text });
         tx.commit().await?;
@@ -111,8 +111,8 @@ impl PgTurnStore {
     /// Records `part` and reads whether the turn was asked to stop, in one transaction.
     async fn record_once(&self, part: &StepPart) -> Result<bool, DomainError> {
         let mut tx = self.begin().await?;
-        conversation::record_step(&mut tx, self.thread, self.turn, part).await?;
-        let stopped = conversation::stop_requested(&mut tx, self.turn).await?;
+        journal::record_step(&mut tx, self.thread, self.turn, part).await?;
+        let stopped = open_turns::stop_requested(&mut tx, self.turn).await?;
         tx.commit().await?;
         Ok(stopped)
     }
@@ -190,7 +190,7 @@ impl PgTurnStore {
 
     async fn save_artifact_now(&self, artifact: NewArtifact) -> Result<ArtifactId, DomainError> {
         let mut tx = self.begin().await?;
-        let id = conversation::save_artifact(
+        let id = artifacts::save_artifact(
             &mut tx,
             self.thread,
             self.user,
@@ -205,13 +205,13 @@ impl PgTurnStore {
 
     async fn save_summary_now(&self, summary: Summary) -> Result<(), DomainError> {
         let mut tx = self.begin().await?;
-        conversation::save_summary(&mut tx, self.thread, summary.covers, &summary.text).await?;
+        threads::save_summary(&mut tx, self.thread, summary.covers, &summary.text).await?;
         tx.commit().await
     }
 
     async fn append_now(&self, messages: Vec<Value>) -> Result<(), DomainError> {
         let mut tx = self.begin().await?;
-        conversation::append(&mut tx, self.thread, self.turn, &messages).await?;
+        conversation_log::append(&mut tx, self.thread, self.turn, &messages).await?;
         tx.commit().await
     }
 }

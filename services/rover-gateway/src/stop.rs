@@ -67,8 +67,8 @@ pub(crate) async fn stop_thread(
     thread: rover_contracts::ids::ThreadId,
 ) -> Result<Stopped, ApiError> {
     let mut tx = caller::tenant(state, principal).await?;
-    rover_turnstore::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
-    let turns = rover_turnstore::conversation::request_stop(&mut tx, thread).await?;
+    rover_turnstore::threads::last_turn(&mut tx, thread, principal.user_id).await?;
+    let turns = rover_turnstore::open_turns::request_stop(&mut tx, thread).await?;
     if turns.is_empty() {
         return Ok(Stopped::Nothing);
     }
@@ -113,7 +113,7 @@ async fn finish_recorded(
     turn: TurnId,
 ) -> Result<bool, ApiError> {
     let mut tx = caller::tenant(state, principal).await?;
-    let recorded = rover_turnstore::conversation::events(&mut tx, turn).await?;
+    let recorded = rover_turnstore::events::events(&mut tx, turn).await?;
     tx.commit().await?;
     Ok(recorded
         .into_iter()

@@ -27,7 +27,7 @@ use rover_contracts::identity::TurnGrant;
 use rover_contracts::ids::{SchoolId, TurnId};
 use rover_contracts::wire::{self, TurnEvent, TurnEventKind, TurnRequest};
 use rover_messaging::OutgoingMessage;
-use rover_turnstore::conversation::WhenBusy;
+use rover_turnstore::open_turns::WhenBusy;
 use tracing::Instrument as _;
 
 use self::request::{ChatTurn, InputLimits, campus_choice, opening, parse_chat_request};
@@ -127,7 +127,7 @@ async fn open_chat_turn(
     let attachments = std::mem::take(&mut chat.attachments);
     let caller = caller::resolve(&mut tx, principal, campus, attachments).await?;
     // The caller's chat (a message on the id of a chat deleted earlier opens it afresh).
-    rover_turnstore::conversation::open_thread(&mut tx, thread, principal.user_id).await?;
+    rover_turnstore::threads::open_thread(&mut tx, thread, principal.user_id).await?;
     // A message on a chat whose reply still runs: refused, queued behind it, or it interrupts it
     // (the stop is committed with the new turn, or not at all).
     let (when_busy, interrupted) = match state.settings.chat.double_texting {
@@ -135,12 +135,12 @@ async fn open_chat_turn(
         DoubleTexting::Enqueue => (WhenBusy::Queue, Vec::new()),
         DoubleTexting::Interrupt => (
             WhenBusy::Queue,
-            rover_turnstore::conversation::request_stop(&mut tx, thread).await?,
+            rover_turnstore::open_turns::request_stop(&mut tx, thread).await?,
         ),
     };
     // Counted until the worker ends the turn — a client that goes away frees nothing.
     let limits = turn_limits(&state.settings);
-    rover_turnstore::conversation::open_turn(
+    rover_turnstore::open_turns::open_turn(
         &mut tx,
         thread,
         turn,
@@ -216,8 +216,8 @@ async fn publish_turn(
 }
 
 /// The open-turn limits from settings; an open turn counts at most as long as its identity lives.
-fn turn_limits(settings: &Settings) -> rover_turnstore::conversation::TurnLimits {
-    rover_turnstore::conversation::TurnLimits {
+fn turn_limits(settings: &Settings) -> rover_turnstore::open_turns::TurnLimits {
+    rover_turnstore::open_turns::TurnLimits {
         per_user: settings.chat.max_concurrent_turns_per_user,
         per_school: settings.chat.max_concurrent_turns_per_school,
         ttl: Duration::from_secs(settings.identity.ttl_secs),
@@ -225,8 +225,8 @@ fn turn_limits(settings: &Settings) -> rover_turnstore::conversation::TurnLimits
 }
 
 /// The answer to a turn that may not start: 409 on a busy thread, 429 over a limit.
-fn refusal(settings: &Settings, refused: rover_turnstore::conversation::TurnRefused) -> ApiError {
-    use rover_turnstore::conversation::TurnRefused;
+fn refusal(settings: &Settings, refused: rover_turnstore::open_turns::TurnRefused) -> ApiError {
+    use rover_turnstore::open_turns::TurnRefused;
     let busy = |message: String| {
         ApiError::new(ErrorCode::RateLimited, message)
             .retry_after(settings.chat.busy_retry_after_secs)
@@ -251,7 +251,7 @@ fn refusal(settings: &Settings, refused: rover_turnstore::conversation::TurnRefu
 async fn close_unpublished(state: &AppState, school: SchoolId, turn: TurnId) {
     let closed = async {
         let mut tx = rover_domain::begin_tenant(&state.pool, school).await?;
-        rover_turnstore::conversation::close_turn(&mut tx, turn).await?;
+        rover_turnstore::open_turns::close_turn(&mut tx, turn).await?;
         tx.commit().await
     };
     if let Err(error) = closed.await {
@@ -280,7 +280,7 @@ async fn resume(
             .retry_after(state.settings.chat.busy_retry_after_secs)
         })?;
     let mut tx = caller::tenant(&state, &principal).await?;
-    let last = rover_turnstore::conversation::last_turn(&mut tx, thread, principal.user_id).await?;
+    let last = rover_turnstore::threads::last_turn(&mut tx, thread, principal.user_id).await?;
     tx.commit().await?;
     let Some(turn) = last else {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -289,7 +289,7 @@ async fn resume(
     // process, and no transaction is open across it.
     let (following, live) = state.events.follow(turn);
     let mut tx = caller::tenant(&state, &principal).await?;
-    let recorded: Vec<TurnEvent> = rover_turnstore::conversation::events(&mut tx, turn)
+    let recorded: Vec<TurnEvent> = rover_turnstore::events::events(&mut tx, turn)
         .await?
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())

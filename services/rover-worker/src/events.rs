@@ -121,7 +121,7 @@ pub(crate) async fn record_events(
         })
         .collect();
     let mut tx = rover_domain::begin_tenant(pool, school).await?;
-    rover_turnstore::conversation::record_events(&mut tx, thread, turn, &rows).await?;
+    rover_turnstore::events::record_events(&mut tx, thread, turn, &rows).await?;
     // The turn ends with its `finish`, recorded here before it is published: from then on it no
     // longer counts against its user, school or thread, so a client that saw the end can send
     // the next message at once. A redelivered turn closes again, harmlessly. The thread comes
@@ -131,7 +131,7 @@ pub(crate) async fn record_events(
         .iter()
         .any(|e| matches!(e.event, TurnEventKind::Finish { .. }))
     {
-        waiting = rover_turnstore::conversation::close_turn(&mut tx, turn).await?;
+        waiting = rover_turnstore::open_turns::close_turn(&mut tx, turn).await?;
     }
     tx.commit().await?;
     Ok(waiting)

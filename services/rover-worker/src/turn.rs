@@ -13,7 +13,7 @@ use rover_messaging::{Delivery, Outcome};
 use tracing::Instrument as _;
 
 use rover_domain::DomainError;
-use rover_turnstore::conversation;
+use rover_turnstore::{conversation_log, journal, open_turns, threads};
 
 use crate::events::forward_events;
 use crate::request::{Failure, Running, run_request};
@@ -304,7 +304,7 @@ pub(crate) async fn load_prior(
         rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
     // A turn whose messages are in the history completed; it ended waiting on `ask_user` when its
     // last message asks.
-    let completed = conversation::turn_last_message(&mut tx, request.turn_id)
+    let completed = conversation_log::turn_last_message(&mut tx, request.turn_id)
         .await?
         .map(|last| {
             if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
@@ -313,19 +313,19 @@ pub(crate) async fn load_prior(
                 FinishReason::Stop
             }
         });
-    let events: Vec<TurnEvent> = conversation::events(&mut tx, request.turn_id)
+    let events: Vec<TurnEvent> = rover_turnstore::events::events(&mut tx, request.turn_id)
         .await?
         .into_iter()
         .filter_map(|payload| serde_json::from_value(payload).ok())
         .collect();
-    let parts = conversation::steps(&mut tx, &[request.turn_id]).await?;
-    let stopped = conversation::stop_requested(&mut tx, request.turn_id).await?;
-    let behind = conversation::waits_behind(&mut tx, request.turn_id).await?;
+    let parts = journal::steps(&mut tx, &[request.turn_id]).await?;
+    let stopped = open_turns::stop_requested(&mut tx, request.turn_id).await?;
+    let behind = open_turns::waits_behind(&mut tx, request.turn_id).await?;
     let chain_turns: &[TurnId] = match &request.input {
         TurnInput::Continue { chain } => chain,
         _ => &[],
     };
-    let chain = conversation::steps(&mut tx, chain_turns).await?;
+    let chain = journal::steps(&mut tx, chain_turns).await?;
     let mut spent_by: Vec<TurnId> = chain_turns.to_vec();
     spent_by.push(request.turn_id);
     let usage = rover_turnstore::usage::chain_usage(&mut tx, &spent_by).await?;
@@ -377,7 +377,7 @@ async fn ready_to_run(
     request: &TurnRequest,
 ) -> Result<bool, rover_domain::DomainError> {
     let mut tx = rover_domain::begin_tenant(&shared.pool, school_of(request)).await?;
-    let behind = conversation::waits_behind(&mut tx, request.turn_id).await?;
+    let behind = open_turns::waits_behind(&mut tx, request.turn_id).await?;
     tx.commit().await?;
     if behind {
         tracing::info!(turn_id = %request.turn_id, "waiting for the thread's earlier turn to end");
@@ -420,7 +420,7 @@ pub(crate) async fn ensure_thread(shared: &Shared, request: &TurnRequest) -> Res
         let mut tx =
             rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id)
                 .await?;
-        conversation::ensure_thread(&mut tx, request.thread_id, user).await?;
+        threads::ensure_thread(&mut tx, request.thread_id, user).await?;
         tx.commit().await
     };
     attempt.await.map_err(|e| Failure {

@@ -107,10 +107,10 @@ async fn reply(rest: &Rest, email: &str, chat: &str, turn: TurnId, message: &str
         .await
         .unwrap();
     let thread = ThreadId::from_uuid(thread(rest, email, chat));
-    rover_turnstore::conversation::record_events(&mut tx, thread, turn, &events)
+    rover_turnstore::events::record_events(&mut tx, thread, turn, &events)
         .await
         .unwrap();
-    rover_turnstore::conversation::append(
+    rover_turnstore::conversation_log::append(
         &mut tx,
         thread,
         turn,
@@ -646,7 +646,7 @@ async fn deleting_a_chat_stops_its_reply_removes_all_it_owns_keeps_usage_and_is_
     let mut tx = rover_domain::begin_tenant(&rest.db.pool, rest.db.ids.hill)
         .await
         .unwrap();
-    let recreated = rover_turnstore::conversation::ensure_thread(
+    let recreated = rover_turnstore::threads::ensure_thread(
         &mut tx,
         ThreadId::from_uuid(doomed),
         rest.db.ids.user(ADMIN),

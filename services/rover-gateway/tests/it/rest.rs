@@ -253,7 +253,7 @@ impl Rest {
             let mut tx = rover_domain::begin_tenant(&self.db.pool, school)
                 .await
                 .expect("begin");
-            rover_turnstore::conversation::close_turn(
+            rover_turnstore::open_turns::close_turn(
                 &mut tx,
                 rover_contracts::ids::TurnId::from_uuid(turn),
             )

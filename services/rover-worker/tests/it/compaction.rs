@@ -76,11 +76,11 @@ async fn a_300_turn_thread_answers_within_the_budget_through_a_stored_summary() 
     let mut tx = rover_domain::begin_tenant(&app, context.user_details.school.id)
         .await
         .expect("tenant");
-    rover_turnstore::conversation::ensure_thread(&mut tx, thread, context.user_details.user_id)
+    rover_turnstore::threads::ensure_thread(&mut tx, thread, context.user_details.user_id)
         .await
         .expect("thread");
     for n in 0..300 {
-        rover_turnstore::conversation::append(&mut tx, thread, TurnId::new(), &seeded_turn(n))
+        rover_turnstore::conversation_log::append(&mut tx, thread, TurnId::new(), &seeded_turn(n))
             .await
             .expect("append");
     }

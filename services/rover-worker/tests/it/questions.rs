@@ -44,7 +44,7 @@ async fn history(stack: &Stack, thread: ThreadId) -> Vec<Value> {
     let mut tx = rover_domain::begin_tenant(&stack.db.pool, stack.db.ids.hill)
         .await
         .unwrap();
-    let history = rover_turnstore::conversation::history(&mut tx, thread)
+    let history = rover_turnstore::conversation_log::history(&mut tx, thread)
         .await
         .unwrap();
     tx.rollback().await.unwrap();
@@ -130,10 +130,10 @@ async fn a_stored_thread_with_an_unanswered_call_is_completed_before_the_model_s
     let mut tx = rover_domain::begin_tenant(&stack.db.pool, stack.db.ids.hill)
         .await
         .unwrap();
-    rover_turnstore::conversation::ensure_thread(&mut tx, thread, stack.db.ids.user(ADMIN))
+    rover_turnstore::threads::ensure_thread(&mut tx, thread, stack.db.ids.user(ADMIN))
         .await
         .unwrap();
-    rover_turnstore::conversation::append(&mut tx, thread, TurnId::new(), &broken)
+    rover_turnstore::conversation_log::append(&mut tx, thread, TurnId::new(), &broken)
         .await
         .unwrap();
     tx.commit().await.unwrap();

@@ -18,7 +18,7 @@ async fn chat(
     let thread = ThreadId::new();
     let turn = TurnId::new();
     let mut tx = rover_domain::begin_tenant(&db.pool, school).await.unwrap();
-    rover_turnstore::conversation::ensure_thread(&mut tx, thread, user)
+    rover_turnstore::threads::ensure_thread(&mut tx, thread, user)
         .await
         .unwrap();
     let chat_id = format!("chat-{}", thread.as_uuid().simple());
@@ -37,7 +37,7 @@ async fn chat(
     )
     .await
     .unwrap();
-    rover_turnstore::conversation::append(
+    rover_turnstore::conversation_log::append(
         &mut tx,
         thread,
         turn,
