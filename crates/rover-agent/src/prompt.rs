@@ -129,9 +129,9 @@ fn who_may(contract: &ToolContract) -> String {
             ..
         } => "only the teacher of that subject and class may; they teach none this year".to_owned(),
         ToolKind::Rpc {
-            posture: Posture::Policy(permission),
+            posture: Posture::Policy(_),
             ..
-        } => format!("their roles do not allow it ({permission} is not theirs)"),
+        } => "their roles do not allow it".to_owned(),
         ToolKind::Local { .. } => "not available here".to_owned(),
     }
 }

@@ -159,12 +159,14 @@ fn one_of(object: &mut Map<String, Value>, keys: &[&str]) -> Option<Value> {
 }
 
 /// Whether `name` could be a function's name (what OpenAI allows: `[A-Za-z0-9_-]{1,64}`, and
-/// dots, which some servers use).
+/// dots, which some servers use), or a permission a small model took for one
+/// (`create:Department`): read as a call, it gets the unknown-tool answer instead of reaching the
+/// staff member as JSON.
 fn is_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
 }
 
 /// The id of the `index`th call recovered from the text of step `step`.
@@ -294,6 +296,15 @@ mod tests {
         assert_eq!(
             calls(r#"{"name": "list_departments"}"#),
             vec![("list_departments".to_owned(), json!({}))]
+        );
+    }
+
+    #[test]
+    fn a_permission_written_as_a_call_is_a_call() {
+        // Qwen2.5-Coder-1.5B, told the bursar lacks create:Department, wrote this as its answer.
+        assert_eq!(
+            calls(r#"{{"name": "create:Department", "arguments": {"name": "Finance"}}}}"#),
+            [("create:Department".to_owned(), json!({ "name": "Finance" }))]
         );
     }
 
