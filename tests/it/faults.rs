@@ -147,14 +147,12 @@ async fn a_worker_killed_mid_turn_is_resumed_by_another_without_repeating_a_call
         .text()
         .await
         .unwrap();
-    for event in ["assign.subject_teacher"] {
-        let calls: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with(&format!("rover_tool_calls_total{{event=\"{event}\"")))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum();
-        assert_eq!(calls, 1.0, "{event} ran once:\n{metrics}");
-    }
+    let calls: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("rover_tool_calls_total{event=\"assign.subject_teacher\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert_eq!(calls, 1.0, "assign.subject_teacher ran once:\n{metrics}");
     check(&stack, &turn, 1).await;
     no_open_turns(&stack).await;
 }
