@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos bench eval eval-ci lint fmt services build deploy-check console chromium observe
+.PHONY: help run test chaos bench eval eval-ci docs lint fmt services build deploy-check console chromium observe
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -59,14 +59,18 @@ bench: services ## Benchmarks, release builds: a table, and JSON under target/be
 	$(CARGO) build --release --bins
 	target/release/rover-bench $(BENCH_ARGS)
 
-# The CI subset's pass threshold: 7 of its 8 cases (README "Evaluating against a real model").
+# The CI subset's pass threshold: 7 of its 8 cases (docs/eval.md).
 EVAL_CI_MIN_PASS ?= 0.875
 
-eval: services build ## Qwen2.5-Coder-1.5B on llama.cpp's llama-server (built/fetched once into ~/.cache/rover/llama), scored on the 22 staff utterances; JSON in target/eval/ (EVAL_ARGS="--only list-departments").
+eval: services build ## Qwen2.5-Coder-1.5B on llama.cpp's llama-server (built/fetched once into ~/.cache/rover/llama), scored on the 36 staff chats; JSON in target/eval/ (EVAL_ARGS="--only list-departments").
 	@scripts/eval.sh $(EVAL_ARGS)
 
 eval-ci: services build ## The eval's CI subset against the real model; fails on an unintended write, a harness error, a turn without finish, or fewer than EVAL_CI_MIN_PASS passing.
 	@scripts/eval.sh --subset ci --min-pass $(EVAL_CI_MIN_PASS) $(EVAL_ARGS)
+
+docs: ## The result tables of docs/eval.md and docs/benchmarks.md from the runs in docs/results/ (no services); TAKE_LATEST=1 copies target/eval and target/bench's latest.json there first.
+	$(CARGO) build -p rover-eval -p rover-bench --bins
+	@scripts/docs.sh $(if $(TAKE_LATEST),--take-latest)
 
 lint: ## Formatting and clippy, warnings as errors.
 	$(CARGO) fmt --all -- --check

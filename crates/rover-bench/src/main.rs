@@ -78,6 +78,10 @@ struct Cli {
     /// Where the JSON goes (`bench-<timestamp>.json` and `latest.json`).
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
+    /// Run nothing: print the table of a run's JSON (as written to --out) in Markdown, as
+    /// `docs/benchmarks.md` shows it (`make docs`). Needs no broker, database or service.
+    #[arg(long, value_name = "FILE")]
+    markdown_from: Option<PathBuf>,
 }
 
 /// The report's sections.
@@ -105,6 +109,10 @@ const INTERRUPTED: i32 = 130;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(path) = &cli.markdown_from {
+        print!("{}", Report::read(path)?.markdown());
+        return Ok(());
+    }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // Listening before anything is created: a Ctrl-C at any point after this removes what the run
     // made (its vhost, database, roles and keys are dropped with `world`, and its services are

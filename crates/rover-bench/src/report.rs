@@ -1,18 +1,20 @@
 //! The report: one row per measured case, printed as a table and written as JSON
-//! (`<out>/bench-<timestamp>.json` and `<out>/latest.json`) with the machine it ran on.
+//! (`<out>/bench-<timestamp>.json` and `<out>/latest.json`) with the machine it ran on; read back
+//! from that JSON, it prints the same table for `docs/benchmarks.md` (`--markdown-from`,
+//! `make docs`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::world::Machine;
 
 /// One measured case.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Row {
-    pub(crate) section: &'static str,
+    pub(crate) section: String,
     pub(crate) case: String,
     pub(crate) concurrency: usize,
     /// Successful operations measured.
@@ -38,7 +40,7 @@ pub(crate) struct Row {
 impl Row {
     pub(crate) fn new(section: &'static str, case: impl Into<String>, concurrency: usize) -> Row {
         Row {
-            section,
+            section: section.to_owned(),
             case: case.into(),
             concurrency,
             n: 0,
@@ -69,7 +71,7 @@ impl Row {
 }
 
 /// Everything one run produced.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Report {
     pub(crate) started_at: String,
     pub(crate) git_commit: Option<String>,
@@ -145,6 +147,28 @@ impl Report {
             out.push('\n');
         }
         out
+    }
+
+    /// A run written by [`Report::write`], read back.
+    pub(crate) fn read(path: &Path) -> anyhow::Result<Report> {
+        let json = std::fs::read_to_string(path)
+            .with_context(|| format!("Failed to read {}", path.display()))?;
+        serde_json::from_str(&json)
+            .with_context(|| format!("{} is not a rover-bench report", path.display()))
+    }
+
+    /// What `docs/benchmarks.md` shows of a run (`--markdown-from`, `make docs`): where and when
+    /// it ran, then [`Report::table`].
+    pub(crate) fn markdown(&self) -> String {
+        let commit = self.git_commit.as_deref().map_or(String::new(), |c| {
+            format!(", commit `{}`", &c[..c.len().min(7)])
+        });
+        format!(
+            "Run of {}{commit}, on {}.\n\n{}",
+            self.started_at,
+            self.machine_line(),
+            self.table()
+        )
     }
 
     /// Machine facts as one line.

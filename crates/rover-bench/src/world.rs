@@ -8,7 +8,7 @@ use rover_contracts::context::RuntimeContext;
 use rover_contracts::identity::{SignedTurnIdentity, TurnGrant};
 use rover_contracts::ids::{ThreadId, TurnId};
 pub(crate) use rover_stack::World;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the bench asks of its world beyond starting services on it.
 pub(crate) trait WorldExt {
@@ -90,7 +90,7 @@ impl WorldExt for World {
 }
 
 /// Where the numbers came from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Machine {
     pub(crate) nproc: usize,
     pub(crate) cpu: Option<String>,

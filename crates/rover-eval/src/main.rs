@@ -1,4 +1,4 @@
-//! `rover-eval`: see the library's docs and README "Evaluating against a real model".
+//! `rover-eval`: see the library's docs and `docs/eval.md`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,7 +24,7 @@ struct Cli {
     #[arg(
         long,
         conflicts_with = "scripted",
-        required_unless_present_any = ["scripted", "prompts", "from_feedback"]
+        required_unless_present_any = ["scripted", "prompts", "from_feedback", "markdown_from"]
     )]
     model_url: Option<String>,
     /// The model name sent with each request.
@@ -77,6 +77,10 @@ struct Cli {
     /// write each to <out>/prompts/<user>.txt.
     #[arg(long)]
     prompts: bool,
+    /// Run no case: print the table of a run's JSON (as written to --out) in Markdown, as
+    /// `docs/eval.md` shows it (`make docs`). Needs no broker, database, model or service.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompts", "scripted", "model_url", "from_feedback"])]
+    markdown_from: Option<PathBuf>,
 }
 
 fn progress(r: &CaseResult) {
@@ -108,6 +112,10 @@ fn progress(r: &CaseResult) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(path) = &cli.markdown_from {
+        print!("{}", rover_eval::report::Report::read(path)?.markdown());
+        return Ok(());
+    }
     if let Some(url) = &cli.from_feedback {
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let cases = rover_eval::feedback::cases_from_feedback(url).await?;

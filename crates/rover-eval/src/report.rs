@@ -1,15 +1,16 @@
-//! The eval's table (printed) and JSON (written under `target/eval/`).
+//! The eval's table (printed) and JSON (written under `target/eval/`); read back from that JSON,
+//! the same table for `docs/eval.md` (`rover-eval --markdown-from`, `make docs`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cases::Case;
 use crate::score::{Observed, Score};
 
 /// One case's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
     pub case: Case,
     /// Every turn's scores: each passes when it passes in every turn.
@@ -23,7 +24,7 @@ pub struct CaseResult {
 }
 
 /// A followup's turn: its message, its own scores, and what was seen.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FollowupResult {
     pub text: String,
     pub score: Score,
@@ -48,7 +49,7 @@ impl CaseResult {
 }
 
 /// A whole run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// RFC 3339, UTC.
     pub started_at: String,
@@ -64,7 +65,7 @@ pub struct Report {
 
 /// How many cases passed each score, of how many; times and model requests per turn (a staff
 /// message with the continuations its answers drove).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Totals {
     pub cases: usize,
     pub tool: usize,
@@ -265,6 +266,41 @@ impl Report {
         }
     }
 
+    /// A run written by [`Report::write`], read back.
+    pub fn read(path: &Path) -> anyhow::Result<Report> {
+        let json = std::fs::read_to_string(path)
+            .with_context(|| format!("Failed to read {}", path.display()))?;
+        serde_json::from_str(&json)
+            .with_context(|| format!("{} is not a rover-eval report", path.display()))
+    }
+
+    /// What `docs/eval.md` shows of a run (`--markdown-from`, `make docs`): which model, when,
+    /// and the headline, then [`Report::table`].
+    pub fn markdown(&self) -> String {
+        let t = &self.totals;
+        let served = match &self.model_served {
+            Some(served) if *served != self.model_name => format!(" (served as `{served}`)"),
+            _ => String::new(),
+        };
+        let subset = self
+            .subset
+            .as_deref()
+            .map_or(String::new(), |s| format!(", subset `{s}`"));
+        format!(
+            "Run of {}, model `{}`{served}{subset}: **{}/{} cases passed**, {} turns, {} false \
+             claims; turn seconds p50 {:.1}, p90 {:.1}.\n\n{}",
+            self.started_at,
+            self.model_name,
+            t.passed,
+            t.cases,
+            t.turns,
+            t.false_claims,
+            t.p50_secs,
+            t.p90_secs,
+            self.table()
+        )
+    }
+
     /// Writes `eval-<timestamp>.json` and `latest.json` into `dir`; returns the first path.
     pub fn write(&self, dir: &Path) -> anyhow::Result<PathBuf> {
         std::fs::create_dir_all(dir)
@@ -367,6 +403,23 @@ mod tests {
             .unwrap_err()
             .problems;
         assert_eq!(problems, ["1/2 cases passed (50%), below --min-pass 75%"]);
+    }
+
+    /// `make docs` prints a committed run's table from its JSON: what is read back prints what
+    /// was written.
+    #[test]
+    fn a_report_read_back_from_its_json_prints_the_same_markdown() {
+        let mut failing = finished();
+        failing.errors.push("the model failed".to_owned());
+        let written = report(vec![result("a", finished()), result("b", failing)]);
+        let json = serde_json::to_string_pretty(&written).unwrap();
+        let read: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.markdown(), written.markdown());
+        assert!(
+            written.markdown().contains("**1/2 cases passed**"),
+            "{}",
+            written.markdown()
+        );
     }
 
     #[test]

@@ -15,14 +15,14 @@
 //! - **done**: the stream reached `finish` without an `error` chunk, and every answer the case
 //!   gives could be given (a `{ choice = … }` some offered choice contains).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::cases::{ArgCheck, Expect, WriteExpect};
 use crate::names::{Resolve, ResolveError, Want};
 
 /// One tool call seen in the stream.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -45,7 +45,7 @@ pub struct ToolCall {
 }
 
 /// One audit row written during the turn.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Write {
     pub event: String,
     /// The campus's name, when the row is campus-scoped.
@@ -85,7 +85,7 @@ impl Write {
 }
 
 /// A question the turn asked (`ask_user`), and what the harness answered.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Asked {
     pub question: String,
     pub choices: Vec<String>,
@@ -97,7 +97,7 @@ pub struct Asked {
 
 /// Everything the harness saw of one turn (a staff message and the continuations its answers
 /// drove).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Observed {
     pub calls: Vec<ToolCall>,
     pub writes: Vec<Write>,
@@ -129,7 +129,7 @@ pub struct Observed {
 }
 
 /// The scores of one turn, or of a whole case (every turn's).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Score {
     pub tool: bool,
     pub args: bool,

@@ -6,6 +6,8 @@
     reason = "a test reads as one story: its setup, the act and every assertion in one place"
 )]
 
+mod docs;
+
 use std::process::Command;
 
 #[test]
