@@ -84,7 +84,8 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// The table, as Markdown (readable in a terminal, pasteable into the README).
+    /// The table, as Markdown: readable in a terminal, and what `--markdown-from` prints for
+    /// `docs/benchmarks.md`.
     pub(crate) fn table(&self) -> String {
         let mut out = String::new();
         out.push_str(

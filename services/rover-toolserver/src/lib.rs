@@ -176,7 +176,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyh
 
 /// `rover-toolserver broker setup`: declares the whole topology with the configured (administrator)
 /// broker user, and returns each service's least-privilege rights in that vhost, for
-/// `rabbitmqctl set_permissions` (ARCHITECTURE.md, *Broker users*).
+/// `rabbitmqctl set_permissions` (docs/design/messaging.md, *Broker users*).
 pub async fn broker_setup(settings: &Settings) -> anyhow::Result<Vec<(&'static str, Permissions)>> {
     let mut amqp = settings.amqp.clone();
     amqp.declare_topology = true;

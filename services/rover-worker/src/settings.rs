@@ -83,7 +83,7 @@ pub struct AgentSettings {
     /// Attempts of a model request on transport errors.
     pub model_attempts: u32,
     /// The longest a turn may run, in milliseconds; it then ends with an error. RabbitMQ's
-    /// `consumer_timeout` must be longer (see ARCHITECTURE.md, *Durable turns*).
+    /// `consumer_timeout` must be longer (see docs/design/durable-turns.md).
     pub turn_timeout_ms: u64,
     /// The most one model request may carry, in estimated tokens (system prompt, tool
     /// definitions, the thread's summary and history, the new message; a quarter is left for

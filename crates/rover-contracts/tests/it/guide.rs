@@ -1,6 +1,9 @@
 //! `docs/adding-a-tool.md` stays true: every source file that names a tool is named by the guide
 //! (so wiring a tool into a new place without updating the guide fails), and every path the guide
-//! names exists (so moving a file without updating the guide fails).
+//! names exists (so moving a file without updating the guide fails). The other documents too —
+//! `README.md`, `ARCHITECTURE.md` and every page under `docs/` (designs, decisions): each
+//! repository path they name in backticks exists, each relative link reaches a file of the
+//! repository (and its `#anchor` a heading there), and none cites a path outside the repository.
 //!
 //! "Names a tool" is keyed on the registry: a file names a tool when it holds the tool's name as a
 //! whole identifier (`create_department`; a one-word name only quoted, `"task"`), its event quoted
@@ -334,4 +337,251 @@ fn a_file_is_covered_by_itself_its_folder_or_its_skill_set_only() {
         .map(String::from)
         .into()
     );
+}
+
+/// The documents the doc checks read: `README.md`, `ARCHITECTURE.md` and every `.md` under
+/// `docs/`, as paths relative to the repository root.
+fn documents(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                let relative = path.strip_prefix(root).expect("under the root");
+                out.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut docs = vec!["README.md".to_owned(), "ARCHITECTURE.md".to_owned()];
+    walk(root, &root.join("docs"), &mut docs);
+    docs
+}
+
+/// A document's prose: its lines outside fenced code blocks (examples, not references).
+fn prose(text: &str) -> String {
+    let mut fenced = false;
+    text.lines()
+        .filter(|line| {
+            let fence = line.trim_start().starts_with("```");
+            fenced ^= fence;
+            !fence && !fenced
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// The repository paths a document names: backticked spans of its prose whose first segment is
+/// a top-level entry of the repository (`crates/…`, `docs/…`, `Makefile`), without patterns
+/// (`<…>`, `*`, `{…}`, spaces, `…`) and without build output (`target/`, `dist/`,
+/// `node_modules/`), which a fresh clone does not have. A span of a path inside a crate
+/// (`turns/stream.rs`) or of anything else with a slash (`text/event-stream`) is not one.
+fn doc_paths(root: &Path, text: &str) -> BTreeSet<String> {
+    let top_level: BTreeSet<String> = std::fs::read_dir(root)
+        .expect("read the repository root")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    prose(text)
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| !span.contains(['<', '>', '*', '{', '}', ' ', '…']) && !span.contains("://"))
+        .map(|span| span.trim_end_matches('/'))
+        .filter(|span| {
+            let first = span.split('/').next().unwrap_or_default();
+            top_level.contains(first)
+                && !span
+                    .split('/')
+                    .any(|segment| ["target", "dist", "node_modules"].contains(&segment))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The targets of a document's Markdown links (`[text](target)`) in its prose, but for web
+/// addresses and `mailto:`.
+fn doc_links(text: &str) -> Vec<String> {
+    let prose = prose(text);
+    prose
+        .match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &prose[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            let external = target.contains("://") || target.starts_with("mailto:");
+            (!external && !target.is_empty()).then(|| target.to_owned())
+        })
+        .collect()
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to hyphens, punctuation dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings.
+fn anchors(text: &str) -> BTreeSet<String> {
+    prose(text)
+        .lines()
+        .filter_map(|line| {
+            line.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| line.starts_with('#'))
+        })
+        .map(slug)
+        .collect()
+}
+
+/// A path made of `base`'s folder and a relative `target`, with `.` and `..` folded; `None` when
+/// it climbs out of the repository.
+fn resolve(base: &str, target: &str) -> Option<String> {
+    let mut parts: Vec<&str> = base.split('/').collect();
+    parts.pop();
+    for segment in target.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            segment => parts.push(segment),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = repo_root();
+    let mut missing = Vec::new();
+    for doc in documents(&root) {
+        let text = std::fs::read_to_string(root.join(&doc)).expect("a document reads");
+        for path in doc_paths(&root, &text) {
+            if !root.join(&path).exists() {
+                missing.push(format!("{doc}: `{path}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these documents name paths that do not exist (moved or renamed? say where it went):\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn every_link_in_the_docs_reaches_a_file_and_heading_of_the_repository() {
+    let root = repo_root();
+    let mut broken = Vec::new();
+    for doc in documents(&root) {
+        let text = std::fs::read_to_string(root.join(&doc)).expect("a document reads");
+        for link in doc_links(&text) {
+            let (path, anchor) = link.split_once('#').unwrap_or((&link, ""));
+            let Some(file) = (if path.is_empty() {
+                Some(doc.clone())
+            } else {
+                resolve(&doc, path)
+            }) else {
+                broken.push(format!("{doc}: ({link}) leaves the repository"));
+                continue;
+            };
+            let target = root.join(&file);
+            if !target.exists() {
+                broken.push(format!("{doc}: ({link}) — no {file}"));
+            } else if !anchor.is_empty() {
+                let text = std::fs::read_to_string(&target).unwrap_or_default();
+                if !anchors(&text).contains(anchor) {
+                    broken.push(format!("{doc}: ({link}) — no heading #{anchor} in {file}"));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "broken links in the documents:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+#[test]
+fn no_doc_cites_a_path_outside_the_repository() {
+    let root = repo_root();
+    let mut outside = Vec::new();
+    for doc in documents(&root) {
+        let text = std::fs::read_to_string(root.join(&doc)).expect("a document reads");
+        for (n, line) in text.lines().enumerate() {
+            let cited = ["../shared", "/work/", "/root/", "/home/"]
+                .iter()
+                .any(|p| line.contains(p));
+            if cited {
+                outside.push(format!("{doc}:{}: {line}", n + 1));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "documents cite paths outside the repository (a reader of a clone has only the \
+         repository; move what they need into it):\n  {}",
+        outside.join("\n  ")
+    );
+}
+
+/// The doc checks themselves: which spans are repository paths, which links are checked, and
+/// how anchors and relative paths resolve.
+#[test]
+fn the_doc_checks_read_paths_links_and_anchors_as_meant() {
+    let root = repo_root();
+    let paths = doc_paths(
+        &root,
+        "`crates/rover-agent/src/` `Makefile` `turns/stream.rs` `text/event-stream` \
+         `target/eval/latest.json` `console/dist` `skills/<owner>/x` `/api/chat` `crates/x y`\n\
+         ```sh\n`docs/nowhere.md`\n```\n",
+    );
+    assert_eq!(
+        paths,
+        ["Makefile", "crates/rover-agent/src"]
+            .map(String::from)
+            .into()
+    );
+    assert_eq!(
+        doc_links("[a](hub.md#stop) [b](https://x.org/a) [c](../ARCHITECTURE.md) [d](#here)"),
+        ["hub.md#stop", "../ARCHITECTURE.md", "#here"]
+    );
+    assert_eq!(
+        slug("The model: retries, fallbacks, warm-up, calls written as text"),
+        "the-model-retries-fallbacks-warm-up-calls-written-as-text"
+    );
+    assert_eq!(
+        slug("On a real model: `make run MODEL=local`"),
+        "on-a-real-model-make-run-modellocal"
+    );
+    assert!(anchors("# Title\n## Stop\n```\n# not a heading\n```\n").contains("stop"));
+    assert!(!anchors("```\n# not a heading\n```\n").contains("not-a-heading"));
+    assert_eq!(
+        resolve("docs/design/x.md", "../hub.md").as_deref(),
+        Some("docs/hub.md")
+    );
+    assert_eq!(
+        resolve("docs/x.md", "../ARCHITECTURE.md").as_deref(),
+        Some("ARCHITECTURE.md")
+    );
+    assert_eq!(resolve("docs/x.md", "../../../shared/a.md"), None);
 }
