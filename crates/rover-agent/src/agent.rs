@@ -89,6 +89,22 @@ impl Agent {
         self.tools.iter().find(|t| t.contract.name == name)
     }
 
+    /// Rover's plain answer when the model reaches for a write this agent (with its specialists)
+    /// was not given: what the staff member cannot do and who can, in their words. `None` for any
+    /// other tool — a name the model made up, a read, or a tool some specialist of it has.
+    pub fn cannot_do(&self, name: &str) -> Option<String> {
+        let contract = rover_contracts::tools::by_name(name)?;
+        let given =
+            self.tool(name).is_some() || self.subagents.iter().any(|s| s.tool(name).is_some());
+        (contract.effect == Effect::Write && contract.event().is_some() && !given).then(|| {
+            format!(
+                "I can't do that for you: {} is not part of your access here ({}).",
+                crate::prompt::doing(contract),
+                crate::prompt::who_may_you(contract)
+            )
+        })
+    }
+
     /// The subagent with this role, if it exists this turn.
     pub fn delegate(&self, subagent: Subagent) -> Option<&Agent> {
         self.subagents.iter().find(|a| a.subagent == Some(subagent))
@@ -305,6 +321,33 @@ mod tests {
             skills: Vec::new(),
             system_prompt: String::new(),
         }
+    }
+
+    #[test]
+    fn a_write_the_caller_was_not_given_is_answered_plainly() {
+        let bursar = agent(None, &["find_students", "ask_user"], Vec::new());
+        assert_eq!(
+            bursar.cannot_do("create_department").as_deref(),
+            Some(
+                "I can't do that for you: creating a department is not part of your access here \
+                 (your role in this school does not allow it)."
+            )
+        );
+        // A read, an invented name, or a write a specialist holds: the model is told as before.
+        assert_eq!(bursar.cannot_do("list_departments"), None);
+        assert_eq!(bursar.cannot_do("create:Department"), None);
+        let teacher = agent(
+            Some(Subagent::SubjectTeacher),
+            &["list_my_classes", "record_marks"],
+            Vec::new(),
+        );
+        let amina = agent(None, &["task"], vec![teacher]);
+        assert_eq!(amina.cannot_do("record_marks"), None);
+        assert!(
+            amina.cannot_do("record_attendance").unwrap().contains(
+                "only a class's class teacher can, and you are class teacher of no class"
+            )
+        );
     }
 
     #[test]

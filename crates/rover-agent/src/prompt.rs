@@ -117,6 +117,21 @@ pub fn doing(contract: &ToolContract) -> String {
     })
 }
 
+/// Who may make a write the staff member was not given, said to them.
+pub(crate) fn who_may_you(contract: &ToolContract) -> &'static str {
+    match contract.kind {
+        ToolKind::Rpc {
+            posture: Posture::Relationship(Relationship::ClassTeacherOfClass),
+            ..
+        } => "only a class's class teacher can, and you are class teacher of no class",
+        ToolKind::Rpc {
+            posture: Posture::Relationship(_),
+            ..
+        } => "only the teacher of that subject and class can, and you teach none this year",
+        _ => "your role in this school does not allow it",
+    }
+}
+
 /// Who may make a write the caller was not given, in a phrase.
 fn who_may(contract: &ToolContract) -> String {
     match contract.kind {

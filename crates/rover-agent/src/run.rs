@@ -339,6 +339,12 @@ impl Loop<'_, '_> {
         if live {
             self.emit(TurnEventKind::FinishStep);
         }
+        // Every call reached for a write the caller was not given (each got its refusal): Rover
+        // answers plainly from what the turn's context says they may do, instead of showing the
+        // model a refusal it would repeat or work around.
+        if refused && let Some(answer) = calls.iter().find_map(|c| self.agent.cannot_do(&c.name)) {
+            return Ok(Some(self.say("cannot", &answer, FinishReason::Stop)));
+        }
         if self.refused_steps >= 2 {
             // Corrected once and still no call that can run: say so rather than loop.
             return Ok(Some(self.say("refused", CANNOT_CALL, FinishReason::Stop)));
