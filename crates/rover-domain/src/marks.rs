@@ -53,7 +53,7 @@ pub async fn record_marks(
         campus,
         Teaching {
             class: args.class.as_ref(),
-            subject: &args.subject,
+            subject: args.subject.as_ref(),
             term: args.term.as_ref(),
             students: &students,
         },
@@ -167,7 +167,7 @@ pub async fn class_marks(
         campus,
         Teaching {
             class: Some(&args.class),
-            subject: &args.subject,
+            subject: Some(&args.subject),
             term: args.term.as_ref(),
             students: &[],
         },
@@ -284,7 +284,8 @@ struct Taught {
 /// term (or none: the current one) and students.
 struct Teaching<'a> {
     class: Option<&'a Named<ClassId>>,
-    subject: &'a Named<SubjectId>,
+    /// `None` (marks only): the one subject the actor teaches this year.
+    subject: Option<&'a Named<SubjectId>>,
     term: Option<&'a Named<TermId>>,
     students: &'a [Named<StudentId>],
 }
@@ -317,9 +318,12 @@ async fn taught(
     campus: Option<Uuid>,
     named: Teaching<'_>,
 ) -> Result<(Taught, NamedTeaching), DomainError> {
-    let said_subject = resolve::subject(tx, campus, named.subject).await?;
-    let subject = subject(tx, SubjectId::from_uuid(said_subject.id)).await?;
     let year = current_year(tx).await?;
+    let said_subject = match named.subject {
+        Some(said) => resolve::subject(tx, campus, said).await?,
+        None => only_subject(tx, actor, &year).await?,
+    };
+    let subject = subject(tx, SubjectId::from_uuid(said_subject.id)).await?;
     let (class, said_class, students) = match named.class {
         Some(said) => {
             let (class, resolved) = named_class(tx, campus, said).await?;
@@ -349,6 +353,41 @@ async fn taught(
             students,
         },
     ))
+}
+
+/// With no subject named: the one subject the actor teaches this year (several: which one is
+/// asked; none: refused).
+async fn only_subject(
+    tx: &mut TenantTx,
+    actor: &Actor,
+    year: &Year,
+) -> Result<Resolved, DomainError> {
+    let subjects: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT DISTINCT sj.id, sj.name FROM teaching_assignments t \
+         JOIN subjects sj ON sj.school_id = t.school_id AND sj.id = t.subject_id \
+         WHERE t.teacher_id = $1 AND t.academic_year_id = $2 ORDER BY sj.name",
+    )
+    .bind(actor.uuid())
+    .bind(year.id)
+    .fetch_all(tx.connection())
+    .await?;
+    match subjects.as_slice() {
+        [(id, name)] => Ok(Resolved {
+            id: *id,
+            name: name.clone(),
+            said: String::new(),
+        }),
+        [] => Err(DomainError::Denied(
+            "you teach no subject this academic year".to_owned(),
+        )),
+        many => Err(DomainError::Unresolved(resolve::Unresolved {
+            kind: "subject",
+            said: "the subject".to_owned(),
+            place: None,
+            choices: many.iter().map(|(_, name)| name.clone()).collect(),
+            ambiguous: true,
+        })),
+    }
 }
 
 /// With no class named: the class of the actor's for `subject` (this year, in scope) that holds

@@ -55,8 +55,9 @@ pub struct RecordMarksArgs {
     /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out when the staff member did not say it (the students' names then tell it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<Named<ClassId>>,
-    /// The subject, as staff name it (e.g. "Maths") or its id.
-    pub subject: Named<SubjectId>,
+    /// The subject, as staff name it (e.g. "Maths") or its id; leave it out when you teach only one subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Named<SubjectId>>,
     /// The assessment, e.g. "Mid-term test".
     #[schemars(length(min = 1, max = 100))]
     pub assessment: String,

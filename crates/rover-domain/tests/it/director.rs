@@ -74,7 +74,7 @@ async fn the_dos_assigns_okello_to_physics_in_s1_blue_and_he_may_then_record_mar
     let (mut tx, okello) = as_user(&db, "okello@hill.school").await;
     let args = RecordMarksArgs {
         class: Some(Named::id(db.ids.class("S1 Blue"))),
-        subject: Named::id(db.ids.subject("Physics")),
+        subject: Some(Named::id(db.ids.subject("Physics"))),
         assessment: "Quiz 1".into(),
         term: None,
         marks: vec![MarkEntry {
@@ -122,7 +122,7 @@ async fn results_summary_averages_a_terms_marks_per_class_and_subject() {
     let (mut tx, amina) = as_user(&db, "amina@hill.school").await;
     let args = RecordMarksArgs {
         class: Some(Named::id(db.ids.class("S1 Blue"))),
-        subject: Named::id(db.ids.subject("Mathematics")),
+        subject: Some(Named::id(db.ids.subject("Mathematics"))),
         assessment: "Mid-term test".into(),
         term: None,
         marks: vec![

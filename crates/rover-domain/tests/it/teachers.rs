@@ -25,7 +25,7 @@ fn absent(db: &TestDb, class: &str, names: &[&str]) -> RecordAttendanceArgs {
 fn marks(db: &TestDb, subject: &str, scores: &[(&str, f64)]) -> RecordMarksArgs {
     RecordMarksArgs {
         class: Some(Named::id(db.ids.class("S1 Blue"))),
-        subject: Named::id(db.ids.subject(subject)),
+        subject: Some(Named::id(db.ids.subject(subject))),
         assessment: "Mid-term test".into(),
         term: None,
         marks: scores
@@ -317,4 +317,35 @@ async fn list_my_classes_lists_only_the_actors_own() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn a_teacher_of_one_subject_may_leave_the_subject_out_and_a_name_picks_the_class() {
+    let db = TestDb::new().await;
+    let (mut tx, amina) = as_user(&db, "amina@hill.school").await;
+    // Amina teaches only Mathematics (to S1 Blue and S2 Green): no subject, no class, and a
+    // student said with the class that tells them apart.
+    let args = RecordMarksArgs {
+        class: None,
+        subject: None,
+        assessment: "Maths quiz".into(),
+        term: None,
+        marks: vec![MarkEntry {
+            student: Named::name("Nakato (S1 Blue)"),
+            score: 75.0,
+        }],
+    };
+    let written = record_marks(&mut tx, &amina, &hill(&db), &args)
+        .await
+        .unwrap();
+    assert_eq!(written.output.subject.name, "Mathematics");
+    assert_eq!(written.output.class.name, "S1 Blue");
+    assert_eq!(written.change.named.as_ref().unwrap()["subject"]["said"], "");
+    // Okello teaches only Physics, to S2 Red: "Nakato" is no student of his.
+    let (mut tx, okello) = as_user(&db, "okello@hill.school").await;
+    let error = record_marks(&mut tx, &okello, &hill(&db), &args)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, DomainError::Unresolved(_)), "{error}");
+    assert!(!error.to_string().contains("Sarah"), "{error}");
 }
