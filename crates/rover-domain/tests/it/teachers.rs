@@ -340,7 +340,10 @@ async fn a_teacher_of_one_subject_may_leave_the_subject_out_and_a_name_picks_the
         .unwrap();
     assert_eq!(written.output.subject.name, "Mathematics");
     assert_eq!(written.output.class.name, "S1 Blue");
-    assert_eq!(written.change.named.as_ref().unwrap()["subject"]["said"], "");
+    assert_eq!(
+        written.change.named.as_ref().unwrap()["subject"]["said"],
+        ""
+    );
     // Okello teaches only Physics, to S2 Red: "Nakato" is no student of his.
     let (mut tx, okello) = as_user(&db, "okello@hill.school").await;
     let error = record_marks(&mut tx, &okello, &hill(&db), &args)
