@@ -8,6 +8,7 @@ pub mod budget;
 mod build;
 pub mod compact;
 mod compat;
+mod dates;
 mod deps;
 mod error;
 mod journal;

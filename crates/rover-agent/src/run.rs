@@ -54,11 +54,33 @@ enum Settled {
 /// once, in the loop, before anything else looks at it.
 type Checked<'a> = Result<(&'a AgentTool, Value), InvalidCall>;
 
-/// Checks `call` (its arguments already parsed, or why not).
-fn check<'a>(agent: &'a Agent, call: &Call, input: &Result<Value, InvalidCall>) -> Checked<'a> {
+/// Checks `call` (its arguments already parsed, or why not). `said` is the staff member's message
+/// this turn, when the turn is one.
+fn check<'a>(
+    agent: &'a Agent,
+    call: &Call,
+    input: &Result<Value, InvalidCall>,
+    said: Option<&str>,
+) -> Checked<'a> {
     let args = input.clone()?;
     let tool = agent.check_call(&call.name, &args)?;
-    Ok((tool, args))
+    Ok((tool, without_unsaid_date(tool, args, said)))
+}
+
+/// A write's `date` when the staff member's message names no day is dropped, so the tool takes
+/// today from the school's calendar: a small model fills an optional date with one it made up
+/// (asked for today, Qwen2.5-Coder-1.5B sent `2023-04-15`, and in the eval `2026-04-15`), and a
+/// write must never land on a day nobody said. A message that names one (a date, "yesterday",
+/// a weekday) leaves the date to the tool, which holds it to the current term.
+fn without_unsaid_date(tool: &AgentTool, mut args: Value, said: Option<&str>) -> Value {
+    if tool.contract.effect == Effect::Write
+        && let Some(said) = said
+        && !crate::dates::names_a_day(said)
+        && let Some(object) = args.as_object_mut()
+    {
+        object.remove("date");
+    }
+    args
 }
 
 /// Runs one call of a step, or replays its recorded result; a write asks the approval gate
@@ -307,10 +329,14 @@ impl Loop<'_, '_> {
             .iter()
             .map(|c| parse_arguments(&c.arguments))
             .collect();
+        let said = match &self.deps.turn.input {
+            TurnInput::Message { text } => Some(text.as_str()),
+            _ => None,
+        };
         let checked: Vec<Checked<'_>> = calls
             .iter()
             .zip(&inputs)
-            .map(|(call, input)| check(self.agent, call, input))
+            .map(|(call, input)| check(self.agent, call, input, said))
             .collect();
         let refused = checked.iter().all(Result::is_err);
         self.refused_steps = if refused { self.refused_steps + 1 } else { 0 };
@@ -785,5 +811,46 @@ async fn delegate(
             "The {} specialist failed: {error}.",
             args.subagent.name()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::without_unsaid_date;
+    use crate::agent::{AgentTool, definition};
+
+    fn tool(name: &str) -> AgentTool {
+        AgentTool::new(
+            rover_contracts::tools::by_name(name).unwrap(),
+            definition(name).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_date_the_staff_member_did_not_say_is_dropped_from_a_write() {
+        let attendance = tool("record_attendance");
+        let call = json!({ "class": "S1 Blue", "absent": ["Nakato"], "date": "2026-04-15" });
+        let said = "Record attendance for S1 Blue: everyone present except Nakato";
+        assert_eq!(
+            without_unsaid_date(&attendance, call.clone(), Some(said)),
+            json!({ "class": "S1 Blue", "absent": ["Nakato"] })
+        );
+        // Said: the date stays (the tool holds it to the current term).
+        let said = "Record yesterday's attendance for S1 Blue: Nakato was absent";
+        assert_eq!(
+            without_unsaid_date(&attendance, call.clone(), Some(said)),
+            call
+        );
+        // Not a message turn (an answer, a continuation): left to the tool.
+        assert_eq!(without_unsaid_date(&attendance, call.clone(), None), call);
+        // A read keeps its arguments.
+        let marks = tool("get_class_marks");
+        let read = json!({ "class": "S1 Blue", "subject": "Maths", "date": "x" });
+        assert_eq!(
+            without_unsaid_date(&marks, read.clone(), Some("marks")),
+            read
+        );
     }
 }
