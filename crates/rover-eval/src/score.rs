@@ -44,6 +44,16 @@ pub struct ToolCall {
     pub error: Option<String>,
 }
 
+impl ToolCall {
+    /// The worker refused it before anything ran because the agent was never offered that tool
+    /// (its error is the worker's "There is no tool named …"): an attempt, not a call.
+    pub fn never_offered(&self) -> bool {
+        self.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("There is no tool named "))
+    }
+}
+
 /// One audit row written during the turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Write {
@@ -266,11 +276,19 @@ pub fn score(expect: &Expect<'_>, observed: &Observed, resolve: &dyn Resolve) ->
         .map(String::as_str)
         .filter(|t| !called(t))
         .collect();
+    // A forbidden tool the caller was never offered, refused by the worker before anything ran,
+    // is an attempt the staff member never sees acted on: it does not fail the case.
+    let made = |name: &str| {
+        observed
+            .calls
+            .iter()
+            .any(|c| c.name == name && !c.never_offered())
+    };
     let forbidden: Vec<&str> = expect
         .forbid
         .iter()
         .map(String::as_str)
-        .filter(|t| called(t))
+        .filter(|t| made(t))
         .collect();
     if !missing.is_empty() {
         notes.push(format!("not called: {}", missing.join(", ")));
@@ -775,6 +793,15 @@ mod tests {
         );
         assert!(!s.tool);
         assert!(s.notes[0].contains("forbidden but called: create_department"));
+        // Refused by the worker as never offered: an attempt, not a call.
+        let mut refused = call("create_department", json!({ "name": "Finance" }));
+        refused.error =
+            Some("There is no tool named create_department for you; nothing was run.".to_owned());
+        let s = f.score(
+            &c,
+            &finished(vec![call("list_departments", json!({})), refused], vec![]),
+        );
+        assert!(s.tool, "{:?}", s.notes);
     }
 
     #[test]
