@@ -99,8 +99,8 @@ impl Agent {
         (contract.effect == Effect::Write && contract.event().is_some() && !given).then(|| {
             format!(
                 "I can't do that for you: {} is not part of your access here ({}).",
-                crate::prompt::doing(contract),
-                crate::prompt::who_may_you(contract)
+                crate::cannot::doing(contract),
+                crate::cannot::who_may_you(contract)
             )
         })
     }

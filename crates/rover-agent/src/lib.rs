@@ -6,6 +6,7 @@ pub mod agent;
 pub mod approval;
 pub mod budget;
 mod build;
+mod cannot;
 pub mod compact;
 mod compat;
 mod dates;

@@ -13,7 +13,10 @@
 use std::fmt::Write as _;
 
 use rover_contracts::context::{RuntimeContext, Subagent};
-use rover_contracts::tools::{Effect, Posture, REGISTRY, Relationship, ToolContract, ToolKind};
+use rover_contracts::tools::{Effect, REGISTRY, ToolContract};
+
+pub use crate::cannot::doing;
+use crate::cannot::who_may;
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentTool, SkillRef, is_write};
@@ -104,50 +107,6 @@ fn push_cannot(prompt: &mut String, tools: &[AgentTool], subagents: &[Agent]) {
     let _ = write!(prompt, "\n{CANNOT_HEADING}\n");
     for contract in missing {
         let _ = writeln!(prompt, "- {} — {}", doing(contract), who_may(contract));
-    }
-}
-
-/// What a tool does, in words and not by its name (a small model calls a tool it sees named, even
-/// under "cannot"): its label without the ellipsis, "recording attendance".
-pub fn doing(contract: &ToolContract) -> String {
-    let label = contract.label.trim_end_matches('…');
-    let mut chars = label.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_lowercase().chain(chars).collect()
-    })
-}
-
-/// Who may make a write the staff member was not given, said to them.
-pub(crate) fn who_may_you(contract: &ToolContract) -> &'static str {
-    match contract.kind {
-        ToolKind::Rpc {
-            posture: Posture::Relationship(Relationship::ClassTeacherOfClass),
-            ..
-        } => "only a class's class teacher can, and you are class teacher of no class",
-        ToolKind::Rpc {
-            posture: Posture::Relationship(_),
-            ..
-        } => "only the teacher of that subject and class can, and you teach none this year",
-        _ => "your role in this school does not allow it",
-    }
-}
-
-/// Who may make a write the caller was not given, in a phrase.
-fn who_may(contract: &ToolContract) -> String {
-    match contract.kind {
-        ToolKind::Rpc {
-            posture: Posture::Relationship(Relationship::ClassTeacherOfClass),
-            ..
-        } => "only a class's class teacher may; they are class teacher of no class".to_owned(),
-        ToolKind::Rpc {
-            posture: Posture::Relationship(_),
-            ..
-        } => "only the teacher of that subject and class may; they teach none this year".to_owned(),
-        ToolKind::Rpc {
-            posture: Posture::Policy(_),
-            ..
-        } => "their roles do not allow it".to_owned(),
-        ToolKind::Local { .. } => "not available here".to_owned(),
     }
 }
 
