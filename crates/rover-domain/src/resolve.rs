@@ -318,8 +318,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Resolves `named` among the rows `load` reads (only when it is a name: an id is taken as it
-/// is, and the caller's look-up by id checks it is in scope).
+/// Resolves `named` among the candidate rows `query` (its arguments bound by `bind`) reads — only
+/// when it is a name.
 async fn resolve<K: NamedKind>(
     tx: &mut TenantTx,
     named: &Named<K>,
@@ -334,25 +334,37 @@ async fn resolve<K: NamedKind>(
         sqlx::postgres::PgArguments,
     >,
 ) -> Result<Resolved, DomainError> {
-    let said = match named.parse() {
-        Said::Id(id) => {
-            return Ok(Resolved {
-                id: K::uuid(id),
-                name: String::new(),
-                said: named.said().to_owned(),
-            });
-        }
-        Said::Name(said) => said,
+    let candidates: Vec<Candidate> = if matches!(named.parse(), Said::Name(_)) {
+        bind(sqlx::query_as(query))
+            .fetch_all(tx.connection())
+            .await?
+    } else {
+        Vec::new()
     };
-    let candidates: Vec<Candidate> = bind(sqlx::query_as(query))
-        .fetch_all(tx.connection())
-        .await?;
-    let found = pick(K::KIND, said, place, &candidates).map_err(DomainError::Unresolved)?;
-    Ok(Resolved {
-        id: found.id,
-        name: found.name.clone(),
-        said: said.to_owned(),
-    })
+    resolve_among(named, place, &candidates)
+}
+
+/// `named` among `candidates` (read only when it is a name): an id is taken as it is, and the
+/// caller's look-up by id checks it is in scope.
+fn resolve_among<K: NamedKind>(
+    named: &Named<K>,
+    place: Option<&str>,
+    candidates: &[Candidate],
+) -> Result<Resolved, DomainError> {
+    match named.parse() {
+        Said::Id(id) => Ok(Resolved {
+            id: K::uuid(id),
+            name: String::new(),
+            said: named.said().to_owned(),
+        }),
+        Said::Name(said) => pick(K::KIND, said, place, candidates)
+            .map(|found| Resolved {
+                id: found.id,
+                name: found.name.clone(),
+                said: said.to_owned(),
+            })
+            .map_err(DomainError::Unresolved),
+    }
 }
 
 /// A class of the school (of the campus, in campus mode).
@@ -396,20 +408,7 @@ pub async fn students(
     };
     named
         .iter()
-        .map(|named| match named.parse() {
-            Said::Id(id) => Ok(Resolved {
-                id: id.as_uuid(),
-                name: String::new(),
-                said: named.said().to_owned(),
-            }),
-            Said::Name(said) => pick("student", said, place, &candidates)
-                .map(|found| Resolved {
-                    id: found.id,
-                    name: found.name.clone(),
-                    said: said.to_owned(),
-                })
-                .map_err(DomainError::Unresolved),
-        })
+        .map(|named| resolve_among(named, place, &candidates))
         .collect()
 }
 
