@@ -494,3 +494,52 @@ async fn an_approval_asked_after_a_newer_message_arrived_does_not_survive_it() {
     assert_eq!(error["error"]["code"], "approval_invalid", "{error}");
     assert_eq!(sciences(&stack).await, 0, "nothing ran");
 }
+
+/// A specialist that fills a write's date with a day nobody said: the worker drops it before the
+/// write is gated, the approval request shows the call as it will run (today's register), and the
+/// staff member's answer — bound to that input — lets it run.
+#[tokio::test]
+async fn an_approval_binds_to_the_write_as_it_will_run_without_a_day_nobody_said() {
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let email = "amina@hill.school";
+    let chat = "chat-approve-made-up-day";
+    let paused = stack
+        .say(email, chat, "Mark Nakato absent in S1 Blue today")
+        .await;
+    assert_eq!(
+        paused.finish_reason(),
+        Some("tool-calls"),
+        "{:#?}",
+        paused.chunks
+    );
+    let (request, input) = requested(&paused);
+    assert!(
+        input.get("date").is_none(),
+        "the made-up day is not shown: {input}"
+    );
+    assert_eq!(input["class"], "S1 Blue");
+
+    let body = answer(&request, "record_attendance", &input, true);
+    let resumed = read_stream(post_answer(&stack, email, chat, body).await).await;
+    assert_eq!(resumed.status, 200);
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE NOT present")
+            .await,
+        1
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM attendance WHERE on_date = '2023-04-15'")
+            .await,
+        0,
+        "today's register (the school's calendar), not the made-up day"
+    );
+}

@@ -118,8 +118,62 @@ impl Agent {
         let tool = self
             .tool(name)
             .ok_or_else(|| InvalidCall(self.unknown_tool(name)))?;
+        if let Some(argument) = unknown_argument(tool, args) {
+            return Err(InvalidCall(self.no_such_argument(tool, argument)));
+        }
         validate_arguments(tool, args)?;
         Ok(tool)
+    }
+
+    /// What the model reads when it gives a tool an argument the tool does not take (a small
+    /// model reaches for the read it has with the argument of the one it lacks: `list_classes`
+    /// with a `class`): the arguments the tool takes, and which tools — its own, or a
+    /// specialist's — take that argument.
+    fn no_such_argument(&self, tool: &AgentTool, argument: &str) -> String {
+        let argument: String = argument.chars().take(64).collect();
+        let takes = |t: &AgentTool| {
+            t.contract.name != tool.contract.name
+                && t.definition["function"]["parameters"]["properties"]
+                    .get(argument.as_str())
+                    .is_some()
+        };
+        let mut elsewhere: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|t| takes(t))
+            .map(|t| t.contract.name.to_owned())
+            .collect();
+        for specialist in &self.subagents {
+            elsewhere.extend(specialist.tools.iter().filter(|t| takes(t)).map(|t| {
+                format!(
+                    "{} (the {} specialist's: call task with subagent \"{}\" and a description \
+                     of the work)",
+                    t.contract.name,
+                    specialist.name(),
+                    specialist.name()
+                )
+            }));
+        }
+        elsewhere.truncate(3);
+        let own: Vec<&str> = tool.definition["function"]["parameters"]["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let own = if own.is_empty() {
+            "it takes no arguments".to_owned()
+        } else {
+            format!("it takes {}", own.join(", "))
+        };
+        let hint = if elsewhere.is_empty() {
+            String::new()
+        } else {
+            format!(" Tools that take {argument}: {}.", elsewhere.join("; "))
+        };
+        format!(
+            "Invalid arguments for {}: there is no argument {argument} ({own}). Nothing was \
+             run.{hint}",
+            tool.contract.name
+        )
     }
 
     /// What the model reads when it calls a tool it does not have: the tools it has, and where
@@ -295,6 +349,15 @@ pub(crate) fn validate_arguments(tool: &AgentTool, args: &Value) -> Result<(), I
     )))
 }
 
+/// The first top-level argument of `args` that `tool` does not take.
+fn unknown_argument<'v>(tool: &AgentTool, args: &'v Value) -> Option<&'v str> {
+    let properties = &tool.definition["function"]["parameters"]["properties"];
+    args.as_object()?
+        .keys()
+        .find(|k| properties.get(k.as_str()).is_none())
+        .map(String::as_str)
+}
+
 /// Whether a tool changes data (for the prompt's inventory).
 pub(crate) fn is_write(tool: &AgentTool) -> bool {
     tool.contract.effect == Effect::Write
@@ -454,6 +517,25 @@ mod tests {
             "{denied}"
         );
         // A tool that does not exist: answer in sentences instead.
+        // An argument the tool does not take: which tools take it, and how to reach them.
+        let misplaced = rover
+            .check_call("list_departments", &json!({ "class": "S1 Blue" }))
+            .unwrap_err();
+        assert!(
+            misplaced.starts_with(
+                "Invalid arguments for list_departments: there is no argument class (it takes \
+                 no arguments)."
+            ),
+            "{misplaced}"
+        );
+        assert!(
+            misplaced.contains(
+                "Tools that take class: get_class_roster (the class_teacher specialist's: call \
+                 task with subagent \"class_teacher\""
+            ),
+            "{misplaced}"
+        );
+
         let invented = rover.check_call("say_hello", &json!({})).unwrap_err();
         assert!(invented.contains("no tool named say_hello"), "{invented}");
         assert!(invented.contains("answer in plain sentences"), "{invented}");

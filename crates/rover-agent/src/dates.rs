@@ -1,5 +1,5 @@
 //! Whether a staff member's message names a day: the worker keeps a write's `date` only then (see
-//! `run::without_unsaid_date`). Generous on purpose — a false "yes" leaves the date to the tool,
+//! `said::Said::hold`). Generous on purpose — a false "yes" leaves the date to the tool,
 //! which still holds it to the current term; a false "no" would move a register to today.
 
 const DAY_WORDS: &[&str] = &[

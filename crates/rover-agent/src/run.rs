@@ -20,6 +20,7 @@ use crate::local;
 use crate::messages::{complete_tool_results, tool_message};
 pub use crate::messages::{input_message, pending_question};
 use crate::rpc::call_rpc;
+use crate::said::Said;
 use crate::step::{Call, assistant_message, parse_arguments, replay_model, stream_step};
 use crate::store::StoreError;
 
@@ -34,6 +35,9 @@ struct Outcome {
     /// A subagent's loop ended on a call that could not tell what the staff member meant: the
     /// question Rover asks them (see [`Loop::ask`]).
     ask: Option<Ask>,
+    /// A subagent's answer claimed a change though its loop wrote nothing (see
+    /// [`Loop::unfounded`]); its text was not shown.
+    unfounded: bool,
 }
 
 /// What one call of a step came to.
@@ -54,46 +58,29 @@ enum Settled {
 /// once, in the loop, before anything else looks at it.
 type Checked<'a> = Result<(&'a AgentTool, Value), InvalidCall>;
 
-/// Checks `call` (its arguments already parsed, or why not). `said` is the staff member's message
-/// this turn, when the turn is one.
+/// Checks `call` (its arguments already parsed, or why not), and holds a write's arguments to what
+/// the staff member said (`Said::hold`).
 fn check<'a>(
     agent: &'a Agent,
     call: &Call,
     input: &Result<Value, InvalidCall>,
-    said: Option<&str>,
+    said: &Said,
 ) -> Checked<'a> {
     let args = input.clone()?;
     let tool = agent.check_call(&call.name, &args)?;
-    Ok((tool, without_unsaid_date(tool, args, said)))
+    Ok((tool, said.hold(tool, args)))
 }
 
-/// A write's `date` when the staff member's message names no day is dropped, so the tool takes
-/// today from the school's calendar: a small model fills an optional date with one it made up
-/// (asked for today, Qwen2.5-Coder-1.5B sent `2023-04-15`, and in the eval `2026-04-15`), and a
-/// write must never land on a day nobody said. A message that names one (a date, "yesterday",
-/// a weekday) leaves the date to the tool, which holds it to the current term.
-fn without_unsaid_date(tool: &AgentTool, mut args: Value, said: Option<&str>) -> Value {
-    if tool.contract.effect == Effect::Write
-        && let Some(said) = said
-        && !crate::dates::names_a_day(said)
-        && let Some(object) = args.as_object_mut()
-    {
-        object.remove("date");
-    }
-    args
-}
-
-/// Runs one call of a step, or replays its recorded result; a write asks the approval gate
+/// Runs one call of `run`'s step, or replays its recorded result; a write asks the approval gate
 /// first. Every result is recorded before the loop moves on.
 async fn settle(
-    agent: &Agent,
-    key: &str,
+    run: &Loop<'_, '_>,
     step: u32,
     call: &Call,
     checked: Checked<'_>,
     repeat: bool,
-    deps: TurnDeps<'_>,
 ) -> Result<Settled, TurnError> {
+    let (agent, key, deps, said) = (run.agent, run.key, run.deps, run.said);
     if let Some((envelope, denied)) = deps
         .journal
         .get(key, step, &call.id)
@@ -118,7 +105,7 @@ async fn settle(
             }
             Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
             Gate::Refused(error) => (AgentToolResult::error(error), false),
-            Gate::Run => match execute(agent, call, checked, deps).await {
+            Gate::Run => match execute(agent, call, checked, deps, said).await {
                 Some(envelope) => (envelope, false),
                 None => return Ok(Settled::Pending { approval_id: None }),
             },
@@ -135,6 +122,31 @@ async fn settle(
         denied,
         prior: false,
     })
+}
+
+/// The step's calls and their inputs as they will run: a call whose arguments `Said::hold`
+/// changed carries the held ones, so the thread keeps — and the client is shown — what runs, and
+/// an approval binds to it.
+fn as_held(
+    calls: Vec<Call>,
+    checked: &[Checked<'_>],
+    inputs: Vec<Result<Value, InvalidCall>>,
+) -> (Vec<Call>, Vec<Result<Value, InvalidCall>>) {
+    calls
+        .into_iter()
+        .zip(checked)
+        .zip(inputs)
+        .map(|((call, checked), input)| match (checked, input) {
+            (Ok((_, held)), Ok(input)) if *held != input => (
+                Call {
+                    arguments: held.to_string(),
+                    ..call
+                },
+                Ok(held.clone()),
+            ),
+            (_, input) => (call, input),
+        })
+        .unzip()
 }
 
 /// What the store's approval gate says of a write to the tool server; anything else runs.
@@ -194,9 +206,10 @@ pub async fn run(agent: &Agent, deps: TurnDeps<'_>) -> Result<FinishReason, Turn
     {
         return Err(TurnError::NoQuestion);
     }
+    let said = Said::of(&loaded.history, &first);
     let history =
         crate::window::window(deps, agent, &first, loaded.history, loaded.summary).await?;
-    let outcome = run_after(agent, history, first.clone(), deps).await?;
+    let outcome = run_after(agent, history, first.clone(), deps, &said).await?;
     let mut messages = Vec::with_capacity(outcome.messages.len() + 1);
     if !continues {
         messages.push(first);
@@ -214,12 +227,13 @@ async fn run_after(
     history: Vec<Value>,
     first: Value,
     deps: TurnDeps<'_>,
+    said: &Said,
 ) -> Result<Outcome, TurnError> {
     let mut conversation = Vec::with_capacity(history.len() + 2);
     conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
     conversation.extend(history);
     conversation.push(first);
-    run_loop(agent, "", complete_tool_results(conversation), deps)
+    run_loop(agent, "", complete_tool_results(conversation), deps, said)
         .instrument(invoke_agent_span(agent, deps))
         .await
 }
@@ -239,16 +253,18 @@ fn invoke_agent_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
 }
 
 /// The agent loop of `agent`, journalled under `key` (`""` for Rover, the `task` call id for a
-/// subagent).
+/// subagent); its writes are held to what the staff member `said`.
 async fn run_loop(
     agent: &Agent,
     key: &str,
     conversation: Vec<Value>,
     deps: TurnDeps<'_>,
+    said: &Said,
 ) -> Result<Outcome, TurnError> {
     let mut run = Loop {
         agent,
         key,
+        said,
         // Call ids are unique in the turn: a subagent's carry the `task` call that started it.
         prefix: agent
             .subagent
@@ -258,6 +274,9 @@ async fn run_loop(
         added: Vec::new(),
         refused_steps: 0,
         done_writes: HashSet::new(),
+        answered_calls: 0,
+        tried_write: false,
+        held_text: std::sync::Mutex::new(Vec::new()),
     };
     for step in 0..deps.runtime.step_limit {
         if let Some(outcome) = run.step(step).await? {
@@ -276,6 +295,8 @@ async fn run_loop(
 struct Loop<'a, 'd> {
     agent: &'a Agent,
     key: &'a str,
+    /// What the staff member said, which a write's arguments are held to.
+    said: &'a Said,
     prefix: String,
     deps: TurnDeps<'d>,
     conversation: Vec<Value>,
@@ -286,6 +307,13 @@ struct Loop<'a, 'd> {
     refused_steps: u32,
     /// Writes that succeeded in this loop, by tool and arguments.
     done_writes: HashSet<(String, String)>,
+    /// Calls of this loop that gave a result (not an error, not declined).
+    answered_calls: usize,
+    /// This loop made a write call (run, failed, declined or refused).
+    tried_write: bool,
+    /// A subagent's text events of the step being answered, held until the step's answer is
+    /// whole: an answer that claims a change its loop never made is not shown.
+    held_text: std::sync::Mutex<Vec<TurnEventKind>>,
 }
 
 /// A step's model answer: its text and calls, and whether an earlier turn of the chain recorded
@@ -298,10 +326,51 @@ struct Answered {
 
 impl Loop<'_, '_> {
     fn emit(&self, event: TurnEventKind) {
+        if self.agent.subagent.is_some()
+            && matches!(
+                event,
+                TurnEventKind::TextStart { .. }
+                    | TurnEventKind::TextDelta { .. }
+                    | TurnEventKind::TextEnd { .. }
+            )
+        {
+            self.held().push(event);
+            return;
+        }
+        self.send(event);
+    }
+
+    fn send(&self, event: TurnEventKind) {
         let _ = self.deps.events.send(Emitted {
             subagent: self.agent.subagent,
             event,
         });
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Vec<TurnEventKind>> {
+        self.held_text
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Shows the text held back (a subagent's), in order.
+    fn release_text(&self) {
+        let held = std::mem::take(&mut *self.held());
+        for event in held {
+            self.send(event);
+        }
+    }
+
+    /// Whether a subagent's final answer claims a change though its loop wrote nothing: a small
+    /// model that could not make the call (it wrote it into a sentence instead), or made one that
+    /// failed, writes "I recorded …" anyway. Its text is dropped unshown, and its `task` fails
+    /// saying nothing was changed. A loop that only read (and answered from what it read) is
+    /// left alone: "I've added up the marks" after a read is no claim of a write.
+    fn unfounded(&self, text: &str) -> bool {
+        self.agent.subagent.is_some()
+            && self.done_writes.is_empty()
+            && (self.tried_write || self.answered_calls == 0)
+            && crate::claims::claim(text).is_some()
     }
 
     /// Emits `event` unless the step is an earlier turn's, replayed silently.
@@ -316,28 +385,39 @@ impl Loop<'_, '_> {
         let Some(Answered { text, calls, prior }) = self.answer(step).await? else {
             return Ok(Some(self.stopped_with(String::new())));
         };
+        let inputs: Vec<Result<Value, InvalidCall>> = calls
+            .iter()
+            .map(|c| parse_arguments(&c.arguments))
+            .collect();
+        let checked: Vec<Checked<'_>> = calls
+            .iter()
+            .zip(&inputs)
+            .map(|(call, input)| check(self.agent, call, input, self.said))
+            .collect();
+        let (calls, inputs) = as_held(calls, &checked, inputs);
         let assistant = assistant_message(&text, &calls);
         self.conversation.push(assistant.clone());
         if !prior {
             self.added.push(assistant);
         }
         if calls.is_empty() {
+            if self.unfounded(&text) {
+                self.held().clear();
+                self.emit_unless(prior, TurnEventKind::FinishStep);
+                tracing::warn!(
+                    agent = self.agent.name(),
+                    "a specialist's answer claimed a change it never made; not shown"
+                );
+                return Ok(Some(Outcome {
+                    unfounded: true,
+                    ..self.end(text, FinishReason::Stop, false)
+                }));
+            }
+            self.release_text();
             self.emit_unless(prior, TurnEventKind::FinishStep);
             return Ok(Some(self.end(text, FinishReason::Stop, false)));
         }
-        let inputs: Vec<Result<Value, InvalidCall>> = calls
-            .iter()
-            .map(|c| parse_arguments(&c.arguments))
-            .collect();
-        let said = match &self.deps.turn.input {
-            TurnInput::Message { text } => Some(text.as_str()),
-            _ => None,
-        };
-        let checked: Vec<Checked<'_>> = calls
-            .iter()
-            .zip(&inputs)
-            .map(|(call, input)| check(self.agent, call, input, said))
-            .collect();
+        self.release_text();
         let refused = checked.iter().all(Result::is_err);
         self.refused_steps = if refused { self.refused_steps + 1 } else { 0 };
         for (call, input) in calls.iter().zip(&inputs) {
@@ -446,22 +526,13 @@ impl Loop<'_, '_> {
             .count();
         deps.budget.before_tool_calls(fresh)?;
         let repeats = repeated_writes(calls, checked, &self.done_writes);
-        let results = futures::future::join_all(calls.iter().zip(checked).zip(&repeats).map(
-            |((call, checked), repeat)| {
-                settle(
-                    self.agent,
-                    self.key,
-                    step,
-                    call,
-                    checked.clone(),
-                    *repeat,
-                    deps,
-                )
-            },
-        ))
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+        let results =
+            futures::future::join_all(calls.iter().zip(checked).zip(&repeats).map(
+                |((call, checked), repeat)| settle(self, step, call, checked.clone(), *repeat),
+            ))
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
         // A subagent that spent the turn's budget failed its `task`; the turn stops here too.
         if let Some(spent) = deps.budget.exhausted() {
             return Err(spent.into());
@@ -498,11 +569,13 @@ impl Loop<'_, '_> {
                     denied,
                     prior,
                 } => {
-                    if !denied
-                        && !envelope.is_error()
-                        && let Some(key) = write_key(call, checked)
-                    {
-                        self.done_writes.insert(key);
+                    let key = write_key(call, checked);
+                    self.tried_write |= key.is_some() || denied;
+                    if !denied && !envelope.is_error() {
+                        self.answered_calls += 1;
+                        if let Some(key) = key {
+                            self.done_writes.insert(key);
+                        }
                     }
                     if ask.is_none() {
                         ask = envelope.ask().cloned();
@@ -554,12 +627,14 @@ impl Loop<'_, '_> {
 
     /// Ends the loop after the model's `text`.
     fn end(&mut self, text: String, finish: FinishReason, paused: bool) -> Outcome {
+        self.release_text();
         Outcome {
             messages: std::mem::take(&mut self.added),
             text,
             finish,
             paused,
             ask: None,
+            unfounded: false,
         }
     }
 
@@ -673,6 +748,7 @@ async fn execute(
     call: &Call,
     checked: Checked<'_>,
     deps: TurnDeps<'_>,
+    said: &Said,
 ) -> Option<AgentToolResult<Value>> {
     let span = tracing::info_span!(
         "gen_ai.execute_tool",
@@ -689,7 +765,7 @@ async fn execute(
         span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
     }
     let started = Instant::now();
-    let (event, outcome, result) = run_tool(agent, call, checked, deps)
+    let (event, outcome, result) = run_tool(agent, call, checked, deps, said)
         .instrument(span.clone())
         .await;
     span.record("rover.tool.outcome", outcome);
@@ -706,6 +782,7 @@ async fn run_tool<'c>(
     call: &'c Call,
     checked: Checked<'_>,
     deps: TurnDeps<'_>,
+    said: &Said,
 ) -> (&'c str, &'static str, Option<AgentToolResult<Value>>) {
     let (tool, args) = match checked {
         Ok(checked) => checked,
@@ -732,7 +809,7 @@ async fn run_tool<'c>(
         }
         ToolKind::Local { .. } => {
             let result = if call.name == "task" {
-                delegate(agent, &call.id, args, deps).await
+                delegate(agent, &call.id, args, deps, said).await
             } else {
                 Some(local::run(agent, &call.name, args, deps).await)
             };
@@ -764,6 +841,7 @@ async fn delegate(
     call_id: &str,
     args: Value,
     deps: TurnDeps<'_>,
+    said: &Said,
 ) -> Option<AgentToolResult<Value>> {
     let args: rover_contracts::tools::TaskArgs = match serde_json::from_value(args) {
         Ok(args) => args,
@@ -783,11 +861,16 @@ async fn delegate(
         json!({ "role": "system", "content": subagent.system_prompt }),
         json!({ "role": "user", "content": args.description }),
     ];
-    match Box::pin(run_loop(subagent, call_id, conversation, deps))
+    match Box::pin(run_loop(subagent, call_id, conversation, deps, said))
         .instrument(invoke_agent_span(subagent, deps))
         .await
     {
         Ok(outcome) if outcome.paused => None,
+        Ok(outcome) if outcome.unfounded => Some(AgentToolResult::error(format!(
+            "Not done: the {} specialist changed nothing (no write ran), though its answer said \
+             it had. Tell the staff member plainly that it was not done.",
+            args.subagent.name()
+        ))),
         Ok(Outcome { ask: Some(ask), .. }) => Some(AgentToolResult::error_asking(
             format!(
                 "Not done: the {} specialist could not tell what the staff member meant, and \
@@ -811,46 +894,5 @@ async fn delegate(
             "The {} specialist failed: {error}.",
             args.subagent.name()
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::without_unsaid_date;
-    use crate::agent::{AgentTool, definition};
-
-    fn tool(name: &str) -> AgentTool {
-        AgentTool::new(
-            rover_contracts::tools::by_name(name).unwrap(),
-            definition(name).unwrap(),
-        )
-    }
-
-    #[test]
-    fn a_date_the_staff_member_did_not_say_is_dropped_from_a_write() {
-        let attendance = tool("record_attendance");
-        let call = json!({ "class": "S1 Blue", "absent": ["Nakato"], "date": "2026-04-15" });
-        let said = "Record attendance for S1 Blue: everyone present except Nakato";
-        assert_eq!(
-            without_unsaid_date(&attendance, call.clone(), Some(said)),
-            json!({ "class": "S1 Blue", "absent": ["Nakato"] })
-        );
-        // Said: the date stays (the tool holds it to the current term).
-        let said = "Record yesterday's attendance for S1 Blue: Nakato was absent";
-        assert_eq!(
-            without_unsaid_date(&attendance, call.clone(), Some(said)),
-            call
-        );
-        // Not a message turn (an answer, a continuation): left to the tool.
-        assert_eq!(without_unsaid_date(&attendance, call.clone(), None), call);
-        // A read keeps its arguments.
-        let marks = tool("get_class_marks");
-        let read = json!({ "class": "S1 Blue", "subject": "Maths", "date": "x" });
-        assert_eq!(
-            without_unsaid_date(&marks, read.clone(), Some("marks")),
-            read
-        );
     }
 }

@@ -8,7 +8,7 @@
 //! scoring), `report` (table and JSON).
 
 pub mod cases;
-pub mod claims;
+pub use rover_agent::claims;
 pub mod feedback;
 pub mod names;
 pub mod prompts;

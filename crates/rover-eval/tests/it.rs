@@ -321,7 +321,7 @@ say = "Attendance for {{result.0.data.class.name}} is recorded."
 
 [[rule]]
 name = "register-by-name"
-when = '^register by name: (.+?) absent$'
+when = '^register by name: (.+?) absent from (.+)$'
 offered = ["record_attendance"]
 [[rule.steps]]
 call = [{ tool = "record_attendance", args = { class = "{{context.teachingMap.classTeacherOf.0.name}}", absent = ["{{match.1}}"] } }]
@@ -380,7 +380,12 @@ writes = [{writes}]
     let attendance = r#"{ event = "record.attendance" }"#;
     let text = [
         register("by-id", "Register by id: Nakato absent", attendance),
-        register("by-name", "Register by name: Nakato absent", attendance),
+        // The staff member names the class (a class nobody said would be dropped from the write).
+        register(
+            "by-name",
+            "Register by name: Nakato absent from S1 Blue",
+            attendance,
+        ),
         register("other-class", "Register in S2 Green: Nakato absent", ""),
         r#"
 [[case]]

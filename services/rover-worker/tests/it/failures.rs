@@ -268,3 +268,49 @@ async fn a_turn_whose_context_does_not_match_its_signed_identity_is_dead_lettere
         "the model was never called"
     );
 }
+
+/// A specialist that claims a change its loop never made (it wrote no call, or its call failed)
+/// is not shown: the staff member never reads "has been recorded" for a register nobody took, and
+/// Rover reads that nothing was changed.
+#[tokio::test]
+async fn a_specialists_claim_of_a_change_it_never_made_is_not_shown() {
+    let stack = spawn_stack().await;
+    let turn = stack
+        .turn(
+            "amina@hill.school",
+            "Pretend to take the register for S1 Blue",
+        )
+        .await;
+    assert_eq!(turn.finish(), FinishReason::Stop, "{:?}", turn.events);
+    assert_eq!(turn.tool_names(), ["task"]);
+    let errors = turn.tool_errors();
+    assert_eq!(errors.len(), 1, "{:?}", turn.events);
+    assert!(
+        errors[0].starts_with("Not done: the class_teacher specialist changed nothing"),
+        "{}",
+        errors[0]
+    );
+    let shown: String = turn
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            TurnEventKind::TextDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.contains("has been recorded"), "{shown}");
+    assert_eq!(stack.count("SELECT count(*) FROM attendance").await, 0);
+    // A specialist that did write says so, shown as it streamed (the register, asked plainly).
+    let taken = stack
+        .turn(
+            "amina@hill.school",
+            "Record attendance for S1 Blue: everyone present except Nakato",
+        )
+        .await;
+    assert!(
+        taken.events.iter().any(|e| e.subagent.is_some()
+            && matches!(&e.event, TurnEventKind::TextDelta { delta, .. } if !delta.is_empty())),
+        "{:?}",
+        taken.events
+    );
+}

@@ -139,3 +139,40 @@ async fn a_question_is_asked_by_rover_not_by_the_specialist() {
         .count();
     assert_eq!(after_failure, 0, "no model call saw the failed result");
 }
+
+#[tokio::test]
+async fn a_class_nobody_said_is_not_written_on_and_the_name_is_asked_about() {
+    let stack = spawn_stack().await;
+    // The double hands the mark on "for S1 Blue", which Amina never said: with that class the
+    // name would fit one student (Nakato Sarah), a guess. The worker drops it, the students'
+    // names must tell the class, and "Nakato" fits two.
+    let asked = stack
+        .turn(AMINA, "Put Nakato down for 75 in the Maths quiz")
+        .await;
+    assert_eq!(
+        asked.tool_names(),
+        ["task", "record_marks", "ask_user"],
+        "{:?}",
+        asked.events
+    );
+    let record = asked
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            TurnEventKind::ToolInputAvailable {
+                tool_name, input, ..
+            } if tool_name == "record_marks" => Some(input.clone()),
+            _ => None,
+        })
+        .expect("the record_marks call");
+    assert!(record.get("class").is_none(), "shown as it ran: {record}");
+    assert_eq!(record["subject"], "Maths", "said: kept");
+    let (_, input) = question(&asked);
+    assert_eq!(
+        input["choices"].as_array().map(Vec::len),
+        Some(2),
+        "{input}"
+    );
+    assert_eq!(stack.count("SELECT count(*) FROM marks").await, 0);
+    assert_eq!(stack.count("SELECT count(*) FROM audit_log").await, 0);
+}

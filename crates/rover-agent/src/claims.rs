@@ -1,7 +1,8 @@
 //! Whether a reply tells the staff member that something was done: created, recorded, assigned,
-//! renamed, added, updated, saved or marked. The `claims` score fails a turn whose reply says so
-//! while the turn wrote no audit row — the staff member would believe a change that never
-//! happened.
+//! renamed, added, updated, saved or marked. A reply that says so while nothing was written makes
+//! the staff member believe a change that never happened: the worker never passes a specialist's
+//! answer that claims one when the specialist wrote nothing (`run::delegate`), and the eval's
+//! `claims` score fails a turn whose reply claims one without an audit row.
 //!
 //! A sentence claims when one of those verbs, in the past, completes an action:
 //!
