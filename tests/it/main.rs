@@ -6,6 +6,7 @@
 )]
 
 mod alert_metrics;
+mod approval_rules;
 mod approvals;
 mod attacks;
 mod brokers;

@@ -8,17 +8,21 @@ use serde_json::Value;
 
 use rover_domain::{DomainError, TenantTx};
 
-/// Whether a write tool needs approval in the caller's school: the tool's own row, else the
-/// school's `*` row, else yes.
+/// Whether `user`'s write with `tool` needs approval in the caller's school: their most specific
+/// rule decides (`rover_approval_mode`, migration `0060`, the very function the tool server's
+/// opening query asks): their role and the tool, their role and any tool, any role and the tool,
+/// the school's default; with no rule, yes.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", tool))]
-pub async fn needs_approval(tx: &mut TenantTx, tool: &str) -> Result<bool, DomainError> {
-    let mode: Option<String> = sqlx::query_scalar(
-        "SELECT mode FROM tool_approval_policy WHERE tool = $1 OR tool = '*' \
-         ORDER BY (tool = '*') LIMIT 1",
-    )
-    .bind(tool)
-    .fetch_optional(tx.connection())
-    .await?;
+pub async fn needs_approval(
+    tx: &mut TenantTx,
+    tool: &str,
+    user: UserId,
+) -> Result<bool, DomainError> {
+    let mode: Option<String> = sqlx::query_scalar("SELECT rover_approval_mode($1, $2)")
+        .bind(tool)
+        .bind(user.as_uuid())
+        .fetch_one(tx.connection())
+        .await?;
     Ok(mode.as_deref() != Some("never"))
 }
 

@@ -2,7 +2,8 @@
 //! row: [`threads`] (each one user's, with its summary and current turn), the model-level history
 //! ([`conversation_log`]), each turn's events ([`events`], the replay log), the journal of steps
 //! ([`journal`], feature `agent`), the open turns and their stops ([`open_turns`]), artifacts
-//! ([`artifacts`]), approvals before writes ([`approvals`]), the daily token ledger ([`usage`]),
+//! ([`artifacts`]), approvals before writes ([`approvals`]) and the rules of who waits for one
+//! ([`approval_policy`]), the daily token ledger ([`usage`]),
 //! and chats as a Hub reads them back ([`chats`]: the list, search, one chat's turns, rename,
 //! delete and erasure, feedback, retention). Every function runs inside a
 //! `rover_domain::TenantTx`, so row-level security keeps each school's turns its own; the tables
@@ -13,6 +14,7 @@
 //!
 //! *API Boundary*: this crate knows nothing of HTTP or AMQP.
 
+pub mod approval_policy;
 pub mod approvals;
 pub mod artifacts;
 pub mod chats;

@@ -146,7 +146,7 @@ impl PgTurnStore {
             input: query.input,
         };
         // An answered call is decided by its row, whatever the policy says now.
-        let needs = approvals::needs_approval(&mut tx, &call.tool).await?;
+        let needs = approvals::needs_approval(&mut tx, &call.tool, call.user).await?;
         let state = match approvals::decided(&mut tx, &call).await? {
             Some(state) => state,
             None if !needs => {

@@ -6,6 +6,7 @@
 //! [`App::build`] connects and binds; [`App::run`] serves until the shutdown future resolves, then
 //! lets open streams finish up to a deadline.
 
+mod approval_policy;
 mod audit;
 mod auth;
 mod authorize;
@@ -230,7 +231,7 @@ pub fn router(state: AppState) -> Router {
         )
         // Streams are bounded by the chat idle timeout instead; everything else by the request timeout.
         .merge(
-            rest::router().merge(openapi::router()).layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            rest::router().merge(approval_policy::router()).merge(openapi::router()).layer(tower_http::timeout::TimeoutLayer::with_status_code(
                 axum::http::StatusCode::GATEWAY_TIMEOUT,
                 Duration::from_millis(limits.request_timeout_ms),
             )),

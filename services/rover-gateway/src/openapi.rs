@@ -18,7 +18,7 @@ use crate::openapi_parts::{
     component, json_response,
 };
 use crate::state::AppState;
-use crate::{history, rest};
+use crate::{approval_policy, history, rest};
 
 /// The OpenAPI version the document declares.
 pub(crate) const OPENAPI_VERSION: &str = "3.1.0";
@@ -59,6 +59,7 @@ fn build() -> Value {
             }),
         );
         paths.extend(history::openapi::paths());
+        paths.extend(approval_policy::paths());
     }
     json!({
         "openapi": OPENAPI_VERSION,
@@ -95,6 +96,8 @@ fn build() -> Value {
             { "name": "meta", "description": "Public descriptions of the API and the tools." },
             { "name": "chats", "description": "The caller's chat history: list, \
             search, reopen, rename, delete, export, feedback; an admin's erasure." },
+            { "name": "settings", "description": "The school's settings for Rover: whose writes \
+            wait for their approval." },
         ],
     })
 }
@@ -108,6 +111,7 @@ fn component_schemas() -> Value {
     rest::openapi::schemas(&mut add);
     add("Error", schema_for::<ErrorBody>());
     history::openapi::schemas(&mut add);
+    approval_policy::schemas(&mut add);
     schemas.into()
 }
 
