@@ -67,3 +67,31 @@ SELECT pg_temp.rover_key_by_school(t) FROM (VALUES
     ('audit_log'), ('threads'), ('artifacts')) AS v(t);
 
 DROP FUNCTION pg_temp.rover_key_by_school(regclass);
+
+-- `rover_list_staff` (0044) grouped by `u.id`, which stood for every column of `users` while `id`
+-- was its primary key; under the key (school_id, id) it groups by both. Otherwise as in 0044;
+-- `CREATE OR REPLACE` keeps its grant.
+CREATE OR REPLACE FUNCTION rover_list_staff(p_campus uuid, p_patterns text[], p_limit bigint)
+RETURNS TABLE (
+    id uuid,
+    name text,
+    email text,
+    user_type text,
+    campus_id uuid,
+    campus_name text,
+    roles text[],
+    total bigint
+) LANGUAGE sql STABLE AS $$
+    SELECT u.id, u.name, u.email, u.user_type, u.campus_id, c.name,
+           coalesce(array_agg(r.role ORDER BY r.role) FILTER (WHERE r.role IS NOT NULL), '{}'),
+           count(*) OVER ()
+      FROM users u
+      LEFT JOIN campuses c ON c.school_id = u.school_id AND c.id = u.campus_id
+      LEFT JOIN role_assignments r ON r.school_id = u.school_id AND r.user_id = u.id
+     WHERE (p_campus IS NULL OR u.campus_id IS NULL OR u.campus_id = p_campus)
+       AND NOT EXISTS (SELECT 1 FROM unnest(p_patterns) AS w(pattern)
+                        WHERE u.name NOT ILIKE w.pattern AND u.email NOT ILIKE w.pattern)
+     GROUP BY u.school_id, u.id, c.name
+     ORDER BY u.name, u.id
+     LIMIT p_limit
+$$;
