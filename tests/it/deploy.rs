@@ -394,22 +394,25 @@ fn pools_that_would_not_fit_the_databases_connections_fail_naming_the_overlay_an
         "  minReplicaCount: 2\n  maxReplicaCount: 40\n",
     );
     let output = deploy_check(Some(&copy.0));
-    let text = text(&output);
-    assert!(!output.status.success(), "over budget passed:\n{text}");
+    let over = text(&output);
+    assert!(!output.status.success(), "over budget passed:\n{over}");
     assert!(
-        text.contains(
+        over.contains(
             "FAIL prod: database connections do not fit: rover-gateway 6 x (10 max + 1 surge) + \
              rover-toolserver 8 x (20 max + 1 surge) + rover-worker 8 x (40 max + 1 surge) = 562 \
              pooled, + 20 reserved for migrations and operators + 3 superuser-reserved = 585 > \
              max_connections 500 (ConfigMap/rover-postgres-budget), 85 over."
         ),
-        "{text}"
+        "{over}"
     );
     assert!(
-        text.contains("ScaledObject/rover-worker") && text.contains("transaction pooler"),
-        "{text}"
+        over.contains("ScaledObject/rover-worker") && over.contains("transaction pooler"),
+        "{over}"
     );
-    assert!(text.contains("deploy-check: dev: database connections fit:"), "{text}");
+    assert!(
+        over.contains("deploy-check: dev: database connections fit:"),
+        "{over}"
+    );
 
     // A service whose pool size is left to its default is not budgeted silently.
     let copy = DeployCopy::new("connections-unset");
@@ -419,14 +422,14 @@ fn pools_that_would_not_fit_the_databases_connections_fail_naming_the_overlay_an
         "",
     );
     let output = deploy_check(Some(&copy.0));
-    let text = text(&output);
-    assert!(!output.status.success(), "an unset pool passed:\n{text}");
+    let unset = text(&output);
+    assert!(!output.status.success(), "an unset pool passed:\n{unset}");
     assert!(
-        text.contains(
+        unset.contains(
             "FAIL dev: database connections: Deployment/rover-gateway container gateway connects \
              to the database without ROVER_DATABASE__MAX_CONNECTIONS"
         ),
-        "{text}"
+        "{unset}"
     );
 }
 

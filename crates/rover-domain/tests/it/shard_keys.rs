@@ -397,4 +397,25 @@ async fn the_rekeying_migrations_keep_every_row_and_every_foreign_key() {
     .unwrap();
     assert_eq!(mismatched, 0);
     assert!(violations(&mut conn).await.unwrap().is_empty());
+
+    // The reads Postgres plans from the keys still plan (`rover_list_staff` grouped by `u.id`,
+    // which stood for the whole row only while `id` was the key), and find the same rows.
+    let (staff, classes, departments, students): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM rover_list_staff(NULL, '{}', 1000)), \
+                (SELECT count(*) FROM rover_list_classes(NULL, 1000)), \
+                (SELECT count(*) FROM rover_list_departments(NULL)), \
+                (SELECT count(*) FROM rover_find_students('{%}', NULL, NULL, 1000))",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        (staff, classes, departments, students),
+        (
+            after["users"].0,
+            after["classes"].0,
+            after["departments"].0,
+            after["students"].0
+        )
+    );
 }
