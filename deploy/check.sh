@@ -7,7 +7,10 @@
 # `promtool test rules` with DEPLOY_DIR/monitoring/alerts.test.yaml, or the overlay's own
 # alerts.test.yaml when it has one (promtool from deploy/local/ensure-prometheus.sh), and
 # deploy/check/alerts.py requires every alert to be tested firing and quiet and to have its
-# section in docs/runbook.md. Exits non-zero on any problem.
+# section in docs/runbook.md. deploy/check/connections.py budgets each overlay's database
+# connections: every service's pool (ROVER_DATABASE__MAX_CONNECTIONS) times its maximum replicas
+# must fit the max_connections its ConfigMap rover-postgres-budget states, with the connections
+# kept for migrations and operators. Exits non-zero on any problem.
 #
 #   deploy/check.sh [DEPLOY_DIR]      (default: the deploy/ folder this script is in)
 #   deploy/check.sh --rules OUT       only write the base's alert rules, as a Prometheus rule file,
@@ -82,6 +85,9 @@ done
 if [ "${#rendered[@]}" -gt 0 ]; then
   "$venv/bin/python" "$here/check/validate.py" \
     --k8s-version "$k8s_version" --schemas "$deploy_dir/schemas" "${rendered[@]}" || status=1
+  # The database connections: every service's pool times its maximum replicas (plus the rollout's
+  # surge), the reserved and the superuser-reserved ones fit the server's max_connections.
+  "$venv/bin/python" "$here/check/connections.py" "${rendered[@]}" || status=1
 fi
 # The alerts: each overlay's PrometheusRule groups, as rendered, through promtool — its own check,
 # then its unit tests (every alert firing and not).

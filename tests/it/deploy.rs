@@ -3,7 +3,9 @@
 //! field, a kind no schema describes, an alert threshold its unit tests no longer agree with (and
 //! an overlay that changes one passes only with tests of its own), an alert rule that does not
 //! parse, an alert tested only one way, an alert without its runbook section, a PodMonitor on a
-//! port its pods lack, and metrics admitted from anywhere.
+//! port its pods lack, metrics admitted from anywhere, database pools that at their maximum
+//! replicas would not fit the server's connections, and a dev Postgres that runs with another
+//! limit than the one budgeted.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -117,6 +119,11 @@ fn the_real_manifests_render_and_validate() {
         "deploy-check: dev:",
         "deploy-check: prod:",
         "deploy-check: prod: alert rules pass promtool check rules and every unit test",
+        "deploy-check: dev: database connections fit:",
+        "deploy-check: prod: database connections fit: rover-gateway 6 x (10 max + 1 surge) + \
+         rover-toolserver 8 x (20 max + 1 surge) + rover-worker 8 x (20 max + 1 surge) = 402 \
+         pooled, + 20 reserved for migrations and operators + 3 superuser-reserved = 425 <= \
+         max_connections 500",
         "every overlay renders and validates",
     ] {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
@@ -376,6 +383,76 @@ fn metrics_admitted_from_anywhere_fail_naming_the_policy() {
 
 /// The dev overlay's RabbitMQ makes each service's broker user with exactly the rights
 /// `Topology::permissions` gives it (what `rover-toolserver broker setup` prints).
+#[test]
+fn pools_that_would_not_fit_the_databases_connections_fail_naming_the_overlay_and_the_numbers() {
+    let copy = DeployCopy::new("connections");
+    // Twice the workers at most: prod's pools no longer fit its 500 connections (dev caps its
+    // workers at 3 itself, so it still fits).
+    copy.edit(
+        "k8s/base/keda.yaml",
+        "  minReplicaCount: 2\n  maxReplicaCount: 20\n",
+        "  minReplicaCount: 2\n  maxReplicaCount: 40\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let over = text(&output);
+    assert!(!output.status.success(), "over budget passed:\n{over}");
+    assert!(
+        over.contains(
+            "FAIL prod: database connections do not fit: rover-gateway 6 x (10 max + 1 surge) + \
+             rover-toolserver 8 x (20 max + 1 surge) + rover-worker 8 x (40 max + 1 surge) = 562 \
+             pooled, + 20 reserved for migrations and operators + 3 superuser-reserved = 585 > \
+             max_connections 500 (ConfigMap/rover-postgres-budget), 85 over."
+        ),
+        "{over}"
+    );
+    assert!(
+        over.contains("ScaledObject/rover-worker") && over.contains("transaction pooler"),
+        "{over}"
+    );
+    assert!(
+        over.contains("deploy-check: dev: database connections fit:"),
+        "{over}"
+    );
+
+    // A service whose pool size is left to its default is not budgeted silently.
+    let copy = DeployCopy::new("connections-unset");
+    copy.edit(
+        "k8s/base/gateway.yaml",
+        "            - name: ROVER_DATABASE__MAX_CONNECTIONS\n              value: \"6\"\n",
+        "",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let unset = text(&output);
+    assert!(!output.status.success(), "an unset pool passed:\n{unset}");
+    assert!(
+        unset.contains(
+            "FAIL dev: database connections: Deployment/rover-gateway container gateway connects \
+             to the database without ROVER_DATABASE__MAX_CONNECTIONS"
+        ),
+        "{unset}"
+    );
+}
+
+#[test]
+fn a_dev_postgres_running_another_limit_than_the_budget_fails_naming_both() {
+    let copy = DeployCopy::new("connections-postgres");
+    copy.edit(
+        "k8s/overlays/dev/postgres.yaml",
+        "max_connections=100",
+        "max_connections=50",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(!output.status.success(), "a mismatch passed:\n{text}");
+    assert!(
+        text.contains(
+            "FAIL dev: database connections: Deployment/postgres runs Postgres with \
+             max_connections=50, but ConfigMap/rover-postgres-budget says 100"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn the_dev_brokers_service_users_have_exactly_the_rights_rover_computes() {
     use rover_messaging::{Service, Topology};

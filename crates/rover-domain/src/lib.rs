@@ -13,7 +13,8 @@
 //!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
 //! - [`resolve`]: a class, student, subject, teacher, department or term named as staff say it
 //!   (or by id) becomes one row in scope, or a question — the tools take names through it;
-//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`].
+//! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`];
+//! - [`shard_keys`]: the catalog check that every table can be distributed by school.
 //!
 //! A turn's own storage (threads, history, journal, events, open turns, approvals, token usage)
 //! lives in `rover-turnstore`; its tables are in the one schema migrated here.
@@ -51,6 +52,7 @@ pub mod pool;
 pub mod provision;
 pub mod resolve;
 pub mod seed;
+pub mod shard_keys;
 mod staff;
 mod students;
 mod teaching;

@@ -4,7 +4,8 @@
 //!
 //! *Architecture Invariant*: the application role is `LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE
 //! NOCREATEDB`, owns nothing and is no member of the owner role; it may only `SELECT`, `INSERT`,
-//! `UPDATE` and `DELETE` rows of the tables (the audit log only `SELECT` and `INSERT`), use their
+//! `UPDATE` and `DELETE` rows of the tables (the audit log only `SELECT` and `INSERT`; sqlx's
+//! migrations and the list of reference tables not at all), use their
 //! sequences and call the two tenant look-up functions, the chat sweep's two (the schools'
 //! retention periods; forgetting old deleted-thread ids) and the chat search (see migration
 //! 0036 for why it runs past row-level security). The owner role `BYPASSRLS` (its
@@ -139,7 +140,7 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
     sqlx::raw_sql(&format!(
         "GRANT USAGE ON SCHEMA public TO \"{app}\"; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"{app}\"; \
-         REVOKE ALL ON TABLE _sqlx_migrations FROM \"{app}\"; \
+         REVOKE ALL ON TABLE _sqlx_migrations, reference_tables FROM \"{app}\"; \
          REVOKE UPDATE, DELETE ON TABLE audit_log FROM \"{app}\"; \
          GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO \"{app}\"; \
          GRANT EXECUTE ON FUNCTION rover_user_school(uuid), rover_user_school_by_email(text), \

@@ -16,6 +16,8 @@ mod one_trip;
 mod policy_version;
 mod reads;
 mod rls;
+mod shard_keys;
 mod store;
 mod teachers;
+mod user_directory;
 mod write_lookups;
