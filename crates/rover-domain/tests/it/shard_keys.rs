@@ -15,6 +15,8 @@ use uuid::Uuid;
 
 /// The first migration of the re-keying (0050); the database is seeded just before it.
 const FIRST_SHARDING_MIGRATION: i64 = 50;
+/// The last (0051): later migrations change what they change, and are not this test's.
+const LAST_SHARDING_MIGRATION: i64 = 51;
 
 /// The twelve tables whose primary key was `id` alone, and `threads`, which had none.
 const REKEYED: [&str; 13] = [
@@ -329,8 +331,12 @@ async fn the_rekeying_migrations_keep_every_row_and_every_foreign_key() {
     assert!(empty.is_empty(), "tables the test left empty: {empty:?}");
     let keys_before = foreign_keys(&mut conn).await;
 
-    // The rest, as `db setup` runs them.
-    MIGRATOR.run(&mut conn).await.unwrap();
+    // The re-keying, as `db setup` applies it.
+    for migration in MIGRATOR.iter().filter(|m| {
+        (FIRST_SHARDING_MIGRATION..=LAST_SHARDING_MIGRATION).contains(&m.version)
+    }) {
+        conn.apply(migration).await.unwrap();
+    }
 
     let mut after = contents(&mut conn).await;
     let users = after["users"].0;

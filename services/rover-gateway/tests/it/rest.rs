@@ -935,6 +935,8 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
             "rate_reply",
         ),
         ("/api/staff/{id}/chats", "delete", "erase_staff_chats"),
+        ("/api/approval-policy", "get", "read_approval_policy"),
+        ("/api/approval-policy", "put", "replace_approval_policy"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
