@@ -8,7 +8,7 @@ use crate::DomainError;
 /// `value` trimmed, refused when empty, longer than `max` characters, or holding a control
 /// character or an invisible one: a name, a title, a search — one line.
 pub fn clean_text(value: &str, what: &str, max: usize) -> Result<String, DomainError> {
-    check(value.trim(), what, max, |c| c.is_control())
+    check(value.trim(), what, max, char::is_control)
 }
 
 /// [`clean_text`] for text of several lines (a feedback comment): line breaks (`\n`, `\r\n` or a
@@ -56,7 +56,7 @@ fn check(
 #[must_use]
 pub fn without_hidden(text: &str) -> String {
     text.chars()
-        .filter(|&c| !(c.is_control() && !c.is_whitespace()) && !is_invisible(c))
+        .filter(|&c| (!c.is_control() || c.is_whitespace()) && !is_invisible(c))
         .collect()
 }
 
