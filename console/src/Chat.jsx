@@ -99,6 +99,7 @@ export function ChatPane({ chatId, fresh, session, onChanged, onSignOut }) {
       session={session}
       initialMessages={loaded.messages}
       ratings={loaded.feedback ?? {}}
+      toolLabels={loaded.toolLabels ?? {}}
       resume={loaded.status === 'running'}
       onChanged={onChanged}
       onSignOut={onSignOut}
@@ -106,10 +107,12 @@ export function ChatPane({ chatId, fresh, session, onChanged, onSignOut }) {
   );
 }
 
-function Chat({ chatId, session, initialMessages, ratings, resume, onChanged, onSignOut }) {
+function Chat({ chatId, session, initialMessages, ratings, toolLabels, resume, onChanged, onSignOut }) {
   const token = session.token;
   const [labels, setLabels] = useState({});
-  const [streamedLabels, setStreamedLabels] = useState({});
+  // Each tool call's label and agent: the reopened chat's (`toolLabels`, what its streams said),
+  // then what this page's streams say.
+  const [streamedLabels, setStreamedLabels] = useState(toolLabels);
   const [draft, setDraft] = useState('');
   // Replies that ended without finishing (stopped here or elsewhere), by message id; only this
   // page's view, nothing is stored.

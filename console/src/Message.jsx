@@ -78,7 +78,8 @@ function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
   if (part.state === 'output-error') return null;
   const name = getToolName(part);
   const streamed = streamedLabels[part.toolCallId];
-  // The label: the one streamed with the call (live only), else the registry's.
+  // The label: the one streamed with the call (live, or kept by the server for a reopened
+  // chat), else the registry's.
   const label = labelFor(name, labels, streamed);
   const agent = streamed?.agent && streamed.agent !== 'rover' ? streamed.agent.replaceAll('_', ' ') : null;
   const done = part.state === 'output-available';

@@ -6,7 +6,9 @@
 //! and sends the next message; then walks the chat history: the sidebar lists the chats, search and
 //! rename, a chat opened from the sidebar (its messages from the server) is continued with an
 //! approved write and deleted from the sidebar. It leaves a screenshot in
-//! `target/console/console.png`, and checks that the browser keeps the session only.
+//! `target/console/console.png`, and checks that the browser keeps the session only. A second
+//! script (`tests/browser/badge.mjs`) reloads a chat a specialist worked in and checks that each
+//! row keeps its specialist badge.
 //!
 //! Needs `/usr/bin/chromium` (`deploy/local/ensure-chromium.sh`, which `make test` runs). The
 //! console is built with `make console` (a no-op when `console/dist` is up to date) and the
@@ -482,4 +484,40 @@ fn storage(report: &Value) {
         serde_json::json!({ "local": {}, "session": {} }),
         "{report:#}"
     );
+}
+
+/// A reopened chat keeps each tool call's specialist badge: the page reloaded after a class
+/// teacher's request (which Rover hands to its class-teacher specialist) draws the same timeline,
+/// badges included, from the history read (`toolLabels`) as it drew live from the stream.
+#[tokio::test]
+async fn a_reopened_chat_keeps_the_specialists_badge_in_chromium() {
+    let dist = built_console().await;
+    let stack = Stack::start_with(
+        &[],
+        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
+    )
+    .await;
+    let dir = playwright().await;
+    let mut node = Command::new("node");
+    node.current_dir(&dir)
+        .env("ROVER_CHROMIUM", chromium())
+        .args(["badge.mjs", &format!("http://{}", stack.gateway)]);
+    let output = run(node, "node badge.mjs", BROWSER_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
+    assert_eq!(report["readStatus"], 200, "{report:#}");
+    let badge = |rows: &Value| -> Option<String> {
+        rows.as_array()?
+            .iter()
+            .find(|row| row["tool"] == "record_attendance")?["agent"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        badge(&report["live"]).as_deref(),
+        Some("class teacher"),
+        "{report:#}"
+    );
+    assert_eq!(report["reopened"], report["live"], "{report:#}");
 }

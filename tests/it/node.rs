@@ -380,6 +380,29 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
         &report,
     )
     .await;
+    // Reopened, the chat keeps each call's label and agent (the specialist's badge): the history
+    // read carries exactly what the stream's transient label parts said.
+    let chat: Value = stack
+        .http
+        .get(format!(
+            "http://{}/api/chats/chat-node-attendance",
+            stack.gateway
+        ))
+        .bearer_auth(stack.token("amina@hill.school"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let streamed: serde_json::Map<String, Value> = data_parts(&report, "data-tool-label")
+        .iter()
+        .map(|p| {
+            let data = p["data"].clone();
+            (data["toolCallId"].as_str().unwrap().to_owned(), data)
+        })
+        .collect();
+    assert_eq!(chat["toolLabels"], Value::Object(streamed), "{chat:#}");
 }
 
 /// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny) on

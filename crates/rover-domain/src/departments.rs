@@ -9,9 +9,9 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::call::{OneTripRead, campus_arg};
-use crate::lookup::clean_text;
 use crate::resolve;
 use crate::tenant::campus_of;
+use crate::text::clean_text;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
 const SELECT_DEPARTMENT: &str = "SELECT d.id, d.name, d.campus_id, c.name AS campus_name \

@@ -13,6 +13,7 @@
 //!   [`list_teaching_assignments`], [`assign_subject_teacher`], [`results_summary`];
 //! - [`resolve`]: a class, student, subject, teacher, department or term named as staff say it
 //!   (or by id) becomes one row in scope, or a question — the tools take names through it;
+//! - [`text`]: the one check of free text staff type — names, chat titles, feedback comments;
 //! - store helpers for the services: [`audit`], [`inbox`], [`policy`], [`actor`], [`calendar()`];
 //! - [`shard_keys`]: the catalog check that every table can be distributed by school.
 //!
@@ -59,6 +60,7 @@ mod teaching;
 mod tenant;
 #[cfg(feature = "test-support")]
 pub mod testing;
+pub mod text;
 
 pub use attendance::record_attendance;
 pub use audit::{AuditChange, Written};

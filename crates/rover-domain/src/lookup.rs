@@ -1,5 +1,5 @@
 //! Look-ups and checks the domain functions share: a class or subject (in scope), the two
-//! relationship assertions, and argument clean-up.
+//! relationship assertions, and argument clean-up (text itself is checked by [`crate::text`]).
 
 use rover_contracts::context::{ClassRef, SubjectRef};
 use rover_contracts::ids::{ClassId, SubjectId};
@@ -196,68 +196,6 @@ pub(crate) async fn ensure_teaches(
     }
 }
 
-/// `value` trimmed, refused when empty, longer than `max` characters or holding control characters.
-pub(crate) fn clean_text(value: &str, what: &str, max: usize) -> Result<String, DomainError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(DomainError::Invalid(format!(
-            "The {what} must not be empty."
-        )));
-    }
-    if value.chars().count() > max {
-        return Err(DomainError::Invalid(format!(
-            "The {what} must be at most {max} characters long."
-        )));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(DomainError::Invalid(format!(
-            "The {what} must not contain control characters."
-        )));
-    }
-    if let Some(hidden) = value.chars().find(|&c| is_invisible(c)) {
-        return Err(DomainError::Invalid(format!(
-            "The {what} must not contain invisible or text-direction characters (it has U+{:04X}).",
-            u32::from(hidden)
-        )));
-    }
-    Ok(value.to_owned())
-}
-
-/// Characters that show nothing, or change how the text around them is ordered on screen: the
-/// Unicode format characters (bidirectional embeddings, overrides, isolates and marks; zero-width
-/// spaces and joiners; the byte-order mark; tags) and the blank Hangul fillers. In a name they let
-/// one staff member plant text that reads differently to a colleague, or to the model, than what
-/// is stored.
-pub(crate) fn is_invisible(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0x00AD
-            | 0x034F
-            | 0x0600..=0x0605
-            | 0x061C
-            | 0x06DD
-            | 0x070F
-            | 0x0890..=0x0891
-            | 0x08E2
-            | 0x115F..=0x1160
-            | 0x17B4..=0x17B5
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x206F
-            | 0x3164
-            | 0xFEFF
-            | 0xFFA0
-            | 0xFFF9..=0xFFFB
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0000..=0xE0FFF
-    )
-}
-
 /// One `ILIKE` pattern per word of `query`: each word must occur somewhere.
 pub(crate) fn word_patterns(query: &str) -> Vec<String> {
     query
@@ -280,46 +218,11 @@ pub(crate) fn count(n: impl TryInto<u32>) -> u32 {
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn names_with_invisible_or_direction_characters_are_refused() {
-        for name in [
-            "Sciences\u{202E}txt.exe",
-            "Scien\u{200B}ces",
-            "\u{2066}Sciences\u{2069}",
-            "Sciences\u{200F}",
-            "\u{FEFF}Sciences",
-            "Sci\u{00AD}ences",
-            "Sciences\u{E0041}",
-            "\u{3164}",
-        ] {
-            let error = clean_text(name, "department name", 80).unwrap_err();
-            assert!(error.to_string().contains("invisible"), "{name:?}: {error}");
-        }
-        for name in [
-            "Sciences",
-            "Kiswahili na Lugha",
-            "Études",
-            "सूचना",
-            "数学",
-            "Art ❤️",
-        ] {
-            assert_eq!(clean_text(name, "department name", 80).unwrap(), name);
-        }
-    }
-
     use super::*;
 
     #[test]
     fn patterns_escape_wildcards() {
         assert_eq!(word_patterns(" Nakato  S "), ["%Nakato%", "%S%"]);
         assert_eq!(word_patterns("50%_a\\"), ["%50\\%\\_a\\\\%"]);
-    }
-
-    #[test]
-    fn text_is_trimmed_and_bounded() {
-        assert_eq!(clean_text("  Sciences ", "name", 100).unwrap(), "Sciences");
-        assert!(clean_text("   ", "name", 100).is_err());
-        assert!(clean_text(&"x".repeat(101), "name", 100).is_err());
-        assert!(clean_text("a\nb", "name", 100).is_err());
     }
 }

@@ -15,11 +15,10 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::calendar::{TermRow, Year, current_year, term_or_current};
-use crate::lookup::{
-    ClassRow, SubjectRow, clean_text, count, ensure_teaches, named_class, subject,
-};
+use crate::lookup::{ClassRow, SubjectRow, count, ensure_teaches, named_class, subject};
 use crate::resolve::{self, Resolved};
 use crate::tenant::campus_of;
+use crate::text::clean_text;
 use crate::{Actor, AuditChange, DomainError, TenantTx, Written};
 
 /// Records scores (0–100) for one assessment of a subject the actor teaches to the class this

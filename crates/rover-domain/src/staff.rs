@@ -7,9 +7,10 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::call::{OneTripRead, ReadArg, campus_arg};
-use crate::lookup::{clean_text, count, word_patterns};
+use crate::lookup::{count, word_patterns};
 use crate::policy::decode_error;
 use crate::tenant::campus_of;
+use crate::text::clean_text;
 use crate::{Actor, DomainError, TenantTx};
 
 #[derive(Debug, FromRow)]

@@ -82,14 +82,30 @@ impl Cursor {
         format!("{}.{}", self.at_micros, self.thread.simple())
     }
 
-    /// A token from [`Cursor::encode`]; `None` when it is not one.
+    /// The latest time a cursor may hold: the end of year 9999, in microseconds since the epoch.
+    /// Postgres's `timestamptz` goes further, but no chat's activity will, and every time from
+    /// the epoch to here is one Postgres and chrono both hold.
+    pub const LATEST_MICROS: i64 = 253_402_300_799_999_999;
+
+    /// A token from [`Cursor::encode`]; `None` when it is not one — including a time before the
+    /// epoch or after [`Cursor::LATEST_MICROS`], which no listed chat has (and which Postgres
+    /// would refuse to compare).
     #[must_use]
     pub fn decode(token: &str) -> Option<Self> {
         let (at, thread) = token.split_once('.')?;
+        let at_micros: i64 = at.parse().ok()?;
+        if !(0..=Self::LATEST_MICROS).contains(&at_micros) {
+            return None;
+        }
         Some(Self {
-            at_micros: at.parse().ok()?,
+            at_micros,
             thread: uuid::Uuid::try_parse(thread).ok()?,
         })
+    }
+
+    /// The cursor's time.
+    fn at(self) -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp_micros(self.at_micros).unwrap_or_default()
     }
 
     fn after(chat: &Chat) -> Self {
@@ -173,9 +189,7 @@ pub async fn list(
     query: &ListQuery,
 ) -> Result<(Vec<Chat>, Option<Cursor>), DomainError> {
     let limit = query.limit.clamp(1, 100);
-    let at = query
-        .cursor
-        .map(|c| DateTime::<Utc>::from_timestamp_micros(c.at_micros).unwrap_or_default());
+    let at = query.cursor.map(Cursor::at);
     let rows = sqlx::query(&list_sql(query))
         .bind(user.as_uuid())
         .bind(query.campus.map(|c| c.as_uuid()))
@@ -543,10 +557,12 @@ pub async fn retention(pool: &sqlx::PgPool) -> Result<Vec<(uuid::Uuid, i32)>, Do
 }
 
 /// A title for a new chat from its first message: the first line, whitespace collapsed, cut at
-/// a word within 60 characters (with `…`); `None` when the message has no text.
+/// a word within 60 characters (with `…`), without the control and invisible characters a title
+/// may not hold (`rover_domain::text`); `None` when the message has no text.
 #[must_use]
 pub fn title_from(text: &str) -> Option<String> {
     const MAX: usize = 60;
+    let text = rover_domain::text::without_hidden(text);
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     let words: Vec<&str> = line.split_whitespace().collect();
     let whole = words.join(" ");
@@ -591,6 +607,14 @@ mod tests {
         let word = "x".repeat(100);
         assert_eq!(title_from(&word).unwrap().chars().count(), 60);
         assert_eq!(title_from("  \n "), None);
+        // What a renamed title may not hold, a title taken from the message does not keep.
+        let planted = title_from("Sci\u{200B}ences\u{202E} \u{1b}[2Jreport\0 now").unwrap();
+        assert_eq!(planted, "Sciences [2Jreport now");
+        assert!(rover_domain::text::clean_text(&planted, "title", 200).is_ok());
+        assert_eq!(
+            title_from("\u{200B}\u{2066}\n\0 next line"),
+            Some("next line".to_owned())
+        );
     }
 
     #[test]
@@ -602,6 +626,22 @@ mod tests {
         assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor));
         for bad in ["", "1", "x.y", "1.not-a-uuid", ".", "12.3"] {
             assert_eq!(Cursor::decode(bad), None, "{bad}");
+        }
+        // A time outside what a chat's activity can be is no cursor (Postgres refuses to compare
+        // a time that far out, and the list answered 500).
+        let thread = uuid::Uuid::from_u128(7).simple();
+        for far in [
+            "-300000000000000000".to_owned(),
+            "-1".to_owned(),
+            (Cursor::LATEST_MICROS + 1).to_string(),
+            i64::MAX.to_string(),
+            i64::MIN.to_string(),
+        ] {
+            assert_eq!(Cursor::decode(&format!("{far}.{thread}")), None, "{far}");
+        }
+        for edge in [0, Cursor::LATEST_MICROS] {
+            let cursor = Cursor::decode(&format!("{edge}.{thread}")).unwrap();
+            assert_eq!(cursor.at().timestamp_micros(), edge);
         }
     }
 }

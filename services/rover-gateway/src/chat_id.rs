@@ -1,6 +1,7 @@
 //! The client's chat id (what `useChat({ id })` sends) and the thread it names: derived from the
 //! caller and the id, so every chat route — the turn routes, Stop, the history — reaches only the
-//! caller's own chat.
+//! caller's own chat. A new chat may not take an id that names a route of its own under
+//! `/api/chats/` ([`RESERVED`]): its owner could never open it there.
 
 use rover_contracts::ErrorCode;
 use rover_contracts::ids::{ThreadId, UserId};
@@ -28,4 +29,23 @@ pub(crate) fn thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> 
         &NAMESPACE,
         format!("{user}/{chat}").as_bytes(),
     )))
+}
+
+/// Chat ids that are routes of the history API (`/api/chats/export`): a chat with such an id would
+/// be shadowed by the route, so no new chat may take one (`tests/it/chats.rs` checks this list
+/// against every route of the OpenAPI document).
+pub(crate) const RESERVED: [&str; 1] = ["export"];
+
+/// The thread of `user`'s chat id for a chat POST, which may open a new chat: [`thread_id`], and
+/// an id in [`RESERVED`] refused.
+pub(crate) fn new_thread_id(user: UserId, chat: &str) -> Result<ThreadId, ApiError> {
+    if RESERVED.contains(&chat) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "The chat id \"{chat}\" is reserved: it names a route of the chat history API."
+            ),
+        ));
+    }
+    thread_id(user, chat)
 }

@@ -4,7 +4,7 @@
 //!
 //! Paths under `/api/` never reach the console: an unknown endpoint stays the JSON 404. Any other
 //! `GET` is a file of the built console, or its `index.html` (the page reads its chat id from the
-//! query string). When the console is not built, `/` says how to build it; with `console_dir`
+//! query string) — never a redirect. When the console is not built, `/` says how to build it; with `console_dir`
 //! empty (the container images) there is no console and every unknown path is the JSON 404.
 
 use std::path::Path;
@@ -67,7 +67,12 @@ async fn serve(dir: &Path, request: Request) -> Response {
         }
         return error::not_found().await.into_response();
     }
-    let files = ServeDir::new(dir).fallback(ServeFile::new(index));
+    // Never a redirect: ServeDir would answer a directory without its trailing slash with one to
+    // the same path plus `/`, and `GET //assets` would send the browser to `//assets/` — another
+    // host. A directory is its `index.html` if it has one, the console's page otherwise.
+    let files = ServeDir::new(dir)
+        .redirect_to_trailing_slash(false)
+        .fallback(ServeFile::new(index));
     match files.oneshot(request).await {
         Ok(response) => response.map(axum::body::Body::new),
         Err(never) => match never {},

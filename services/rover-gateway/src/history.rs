@@ -16,16 +16,18 @@ mod api;
 mod messages;
 pub(crate) mod openapi;
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use chrono::Utc;
+use futures::StreamExt as _;
 use rover_contracts::ErrorCode;
-use rover_contracts::ids::{ThreadId, UserId};
+use rover_contracts::ids::{SchoolId, ThreadId, UserId};
 use rover_domain::audit::AuditChange;
-use rover_domain::{Actor, TenantTx};
+use rover_domain::{Actor, TenantTx, text};
 use rover_turnstore::chats::{self, Chat, Cursor, ListQuery};
 use serde_json::json;
 
@@ -47,6 +49,7 @@ use crate::stop::{Stopped, stop_thread, tell_workers_to_stop};
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/chats", get(list))
+        // `export` is a reserved chat id (`crate::chat_id::RESERVED`): no chat is shadowed here.
         .route("/api/chats/export", get(export))
         .route("/api/chats/{id}", get(read).patch(rename).delete(remove))
         .route(
@@ -143,10 +146,12 @@ async fn detail(
         .into_iter()
         .map(|(message, rating, comment)| (message, Rating { rating, comment }))
         .collect();
+    let rebuilt = messages::messages(turns);
     Ok(ChatDetail {
         chat: ChatSummary::from(chat),
-        messages: messages::messages(turns),
+        messages: rebuilt.messages,
         feedback,
+        tool_labels: rebuilt.tool_labels,
     })
 }
 
@@ -176,10 +181,9 @@ async fn rename(
     Body(body): Body<RenameChatBody>,
 ) -> Result<Json<ChatSummary>, ApiError> {
     let thread = thread(&principal, &chat)?;
+    // One line, its whitespace collapsed; then the check every name passes.
     let title = body.title.split_whitespace().collect::<Vec<_>>().join(" ");
-    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
-        return Err(invalid("The title must be 1–200 characters."));
-    }
+    let title = text::clean_text(&title, "title", MAX_TITLE_CHARS)?;
     let mut tx = caller::tenant(&state, &principal).await?;
     let renamed = chats::rename(&mut tx, principal.user_id, thread, &title)
         .await?
@@ -238,28 +242,109 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /api/chats/export`: every chat of the caller, with its messages, as one JSON file.
+/// `GET /api/chats/export`: every chat of the caller, with its messages, as one JSON file —
+/// streamed. The chats are listed first (their summaries only); then each is read in a short
+/// transaction of its own when the client has taken the one before, so the gateway holds one chat
+/// at a time and no connection while the client reads, however many chats there are. The bytes
+/// are exactly `ChatExport`'s JSON. A failure part-way ends the response without its closing
+/// bracket (the client sees an unfinished download, never a short export that parses).
 #[tracing::instrument(name = "rover.gateway.chats.export", skip_all)]
 async fn export(State(state): State<AppState>, principal: Principal) -> Result<Response, ApiError> {
     let mut tx = caller::tenant(&state, &principal).await?;
-    let mut exported = Vec::new();
-    for chat in chats::all(&mut tx, principal.user_id).await? {
-        exported.push(detail(&mut tx, principal.user_id, &chat).await?);
-    }
+    let school = tx.school_id();
+    let listed = chats::all(&mut tx, principal.user_id).await?;
     tx.commit().await?;
-    let export = ChatExport {
-        exported_at: Utc::now(),
-        user_id: principal.user_id,
-        chats: exported,
+    tracing::info!(chats = listed.len(), "exporting chats");
+    let head = export_head(Utc::now(), principal.user_id);
+    let exporting = Exporting {
+        pool: state.pool.clone(),
+        school,
+        user: principal.user_id,
+        chats: listed.into_iter(),
+        written: 0,
+        ended: false,
     };
+    let rest = futures::stream::try_unfold(exporting, next_piece);
+    let body = futures::stream::once(async move { Ok(head) }).chain(rest);
     Ok((
-        [(
-            header::CONTENT_DISPOSITION,
-            "attachment; filename=\"rover-chats.json\"",
-        )],
-        Json(export),
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"rover-chats.json\"",
+            ),
+        ],
+        axum::body::Body::from_stream(body),
     )
         .into_response())
+}
+
+/// The export's first bytes: `ChatExport` up to the opening of its `chats` array.
+fn export_head(exported_at: chrono::DateTime<Utc>, user: UserId) -> Bytes {
+    let empty = ChatExport {
+        exported_at,
+        user_id: user,
+        chats: Vec::new(),
+    };
+    let mut head = serde_json::to_vec(&empty).unwrap_or_default();
+    // `…"chats":[]}` without `]}`; the chats and `EXPORT_TAIL` follow.
+    head.truncate(head.len().saturating_sub(EXPORT_TAIL.len()));
+    Bytes::from(head)
+}
+
+/// The export's last bytes: the end of the `chats` array and of the object.
+const EXPORT_TAIL: &[u8] = b"]}";
+
+/// Where a streamed export stands.
+struct Exporting {
+    pool: sqlx::PgPool,
+    school: SchoolId,
+    user: UserId,
+    /// The chats still to write.
+    chats: std::vec::IntoIter<Chat>,
+    /// How many chats were written (a comma goes before every one but the first).
+    written: usize,
+    /// The tail was written.
+    ended: bool,
+}
+
+/// The export's next piece: the next chat still there (one deleted meanwhile is left out), then
+/// [`EXPORT_TAIL`], then nothing.
+async fn next_piece(mut export: Exporting) -> Result<Option<(Bytes, Exporting)>, std::io::Error> {
+    if export.ended {
+        return Ok(None);
+    }
+    while let Some(listed) = export.chats.next() {
+        let piece = export_chat(&export, &listed).await.map_err(|error| {
+            tracing::warn!(%error, chats_written = export.written, "the export failed part-way");
+            std::io::Error::other(error.to_string())
+        })?;
+        let Some(chat) = piece else { continue };
+        let mut piece = if export.written == 0 {
+            Vec::new()
+        } else {
+            vec![b',']
+        };
+        piece.extend_from_slice(&chat);
+        export.written += 1;
+        return Ok(Some((Bytes::from(piece), export)));
+    }
+    export.ended = true;
+    Ok(Some((Bytes::from_static(EXPORT_TAIL), export)))
+}
+
+/// One chat of an export as JSON, read in its own transaction; `None` when it is gone.
+async fn export_chat(export: &Exporting, listed: &Chat) -> Result<Option<Vec<u8>>, ApiError> {
+    let mut tx = rover_domain::begin_tenant(&export.pool, export.school).await?;
+    let Some(chat) = chats::find(&mut tx, export.user, listed.thread).await? else {
+        tx.commit().await?;
+        return Ok(None);
+    };
+    let detail = detail(&mut tx, export.user, &chat).await?;
+    tx.commit().await?;
+    let json = serde_json::to_vec(&detail)
+        .map_err(|error| ApiError::internal(format!("Failed to write a chat: {error}")))?;
+    Ok(Some(json))
 }
 
 /// `POST /api/chats/{id}/messages/{messageId}/feedback`: the caller's rating of one reply, kept
@@ -277,15 +362,14 @@ async fn feedback(
         "down" => false,
         _ => return Err(invalid("`rating` must be \"up\" or \"down\".")),
     };
+    // Lines of text, checked as names are; a blank comment is none.
     let comment = body
         .comment
         .as_deref()
-        .map(str::trim)
-        .filter(|c| !c.is_empty());
-    if comment.is_some_and(|c| c.chars().count() > MAX_COMMENT_CHARS) {
-        return Err(invalid("`comment` must be at most 2000 characters."));
-    }
-    if message.is_empty() || message.len() > 200 {
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| text::clean_lines(c, "comment", MAX_COMMENT_CHARS))
+        .transpose()?;
+    if message.is_empty() || message.len() > 200 || message.chars().any(char::is_control) {
         return Err(not_found());
     }
     let mut tx = caller::tenant(&state, &principal).await?;
@@ -299,7 +383,7 @@ async fn feedback(
         &chats::Feedback {
             message_id: &message,
             up,
-            comment,
+            comment: comment.as_deref(),
         },
     )
     .await?
@@ -353,4 +437,64 @@ async fn erase(
     tell_workers_to_stop(&state, &stopping).await;
     tracing::info!(%staff, erased, "erased a staff member's chats");
     Ok(Json(Erased { erased }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail(id: &str, text: &str) -> ChatDetail {
+        let at = chrono::DateTime::from_timestamp(1_764_800_000, 0).unwrap();
+        ChatDetail {
+            chat: ChatSummary {
+                id: id.to_owned(),
+                title: format!("Title \"{id}\""),
+                created_at: at,
+                last_activity_at: at,
+                status: "idle".to_owned(),
+            },
+            messages: vec![
+                json!({ "id": "m", "role": "user", "parts": [{ "type": "text", "text": text }] }),
+            ],
+            tool_labels: std::collections::BTreeMap::new(),
+            feedback: std::collections::BTreeMap::from([(
+                "m".to_owned(),
+                Rating {
+                    rating: "up".to_owned(),
+                    comment: Some("Ünïcode, \"quotes\" and a\nline".to_owned()),
+                },
+            )]),
+        }
+    }
+
+    /// The streamed export is, byte for byte, the `ChatExport` the gateway used to build whole.
+    #[test]
+    fn the_streamed_export_is_byte_for_byte_the_whole_one() {
+        let at = Utc::now();
+        let user = UserId::from_uuid(uuid::Uuid::from_u128(42));
+        for count in 0..3 {
+            let chats: Vec<ChatDetail> = (0..count)
+                .map(|i| detail(&format!("chat-{i}"), "How many students?"))
+                .collect();
+            let whole = serde_json::to_vec(&ChatExport {
+                exported_at: at,
+                user_id: user,
+                chats: chats.clone(),
+            })
+            .unwrap();
+            let mut streamed = export_head(at, user).to_vec();
+            for (i, chat) in chats.iter().enumerate() {
+                if i > 0 {
+                    streamed.push(b',');
+                }
+                streamed.extend(serde_json::to_vec(chat).unwrap());
+            }
+            streamed.extend_from_slice(EXPORT_TAIL);
+            assert_eq!(
+                String::from_utf8(streamed).unwrap(),
+                String::from_utf8(whole).unwrap(),
+                "{count} chats"
+            );
+        }
+    }
 }

@@ -213,6 +213,10 @@ pub struct ChatSettings {
     /// Longest text of one chat message (its text parts together), and of an `ask_user` answer,
     /// in bytes (413 beyond).
     pub max_message_bytes: usize,
+    /// Largest chat message as the chat keeps it, in bytes of JSON (413 beyond): its text and
+    /// every other part, and its metadata, all of which are stored and served again by the
+    /// history API and the export. Keep it above `max_message_bytes`, with room for attachments.
+    pub max_stored_message_bytes: usize,
     /// Most parts in the chat message the gateway reads (413 beyond).
     pub max_parts: usize,
     /// Most file attachments in one chat message (413 beyond).
@@ -262,6 +266,7 @@ impl Default for ChatSettings {
             keepalive_ms: 15_000,
             idle_timeout_ms: 300_000,
             max_message_bytes: 32 * 1024,
+            max_stored_message_bytes: 96 * 1024,
             max_parts: 64,
             max_attachments: 8,
             max_attachment_url_bytes: 2048,

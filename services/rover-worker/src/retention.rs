@@ -2,7 +2,8 @@
 //! the chats idle for longer, in batches; deleted-thread tombstones older than any turn identity
 //! issued before them are forgotten. Each replica sweeps on its own timer: a batch skips the rows
 //! another sweeper holds (`FOR UPDATE SKIP LOCKED`) and a second delete of a gone row does
-//! nothing, so running everywhere at once is safe.
+//! nothing, so running everywhere at once is safe. Each school is swept on its own: one school's
+//! error is logged and never stops the sweep of the others.
 
 use std::time::Duration;
 
@@ -20,21 +21,28 @@ pub struct Swept {
     pub chats: u64,
     /// Tombstones forgotten.
     pub tombstones: i64,
+    /// Schools whose sweep failed (logged with the cause); the others were swept all the same.
+    pub failed_schools: u64,
 }
 
 /// Sweeps once: for each school with a retention period, its expired chats (batch after batch
-/// until none is left), then old tombstones.
+/// until none is left), then old tombstones. One school's failure is logged and counted, and the
+/// sweep goes on with the next: it never stops the others. Only a failure to read the schools'
+/// periods, or to forget tombstones, fails the sweep.
 pub async fn sweep(pool: &PgPool) -> Result<Swept, rover_domain::DomainError> {
     let mut swept = Swept::default();
     for (school, keep_days) in rover_turnstore::chats::retention(pool).await? {
         let school = rover_contracts::ids::SchoolId::from_uuid(school);
-        loop {
-            let mut tx = rover_domain::begin_tenant(pool, school).await?;
-            let deleted = rover_turnstore::chats::sweep_school(&mut tx, keep_days).await?;
-            tx.commit().await?;
-            swept.chats += deleted;
-            if deleted < rover_turnstore::chats::SWEEP_BATCH.unsigned_abs() {
-                break;
+        match sweep_school(pool, school, keep_days).await {
+            Ok(chats) => swept.chats += chats,
+            Err(error) => {
+                swept.failed_schools += 1;
+                tracing::warn!(
+                    error = ?error,
+                    school_id = %school,
+                    keep_days,
+                    "the chat retention sweep failed for one school; the others are swept"
+                );
             }
         }
     }
@@ -47,6 +55,24 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, rover_domain::DomainError> {
         );
     }
     Ok(swept)
+}
+
+/// One school's expired chats, batch after batch until none is left; how many went.
+async fn sweep_school(
+    pool: &PgPool,
+    school: rover_contracts::ids::SchoolId,
+    keep_days: i32,
+) -> Result<u64, rover_domain::DomainError> {
+    let mut chats = 0;
+    loop {
+        let mut tx = rover_domain::begin_tenant(pool, school).await?;
+        let deleted = rover_turnstore::chats::sweep_school(&mut tx, keep_days).await?;
+        tx.commit().await?;
+        chats += deleted;
+        if deleted < rover_turnstore::chats::SWEEP_BATCH.unsigned_abs() {
+            return Ok(chats);
+        }
+    }
 }
 
 /// Sweeps at start-up and then every `period`, until `stop` resolves; a failed sweep is logged

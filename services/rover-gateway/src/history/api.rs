@@ -69,6 +69,24 @@ pub(crate) struct ChatDetail {
     pub messages: Vec<Value>,
     /// Your ratings of its replies, by message id.
     pub feedback: std::collections::BTreeMap<String, Rating>,
+    /// Each tool call's label and the agent that made it, by tool call id: what the stream's
+    /// transient `data-tool-label` parts carried, which a client keeps beside the messages.
+    pub tool_labels: std::collections::BTreeMap<String, ToolLabel>,
+}
+
+/// A tool call's activity label and who made it: the `data` of the stream's `data-tool-label`
+/// part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ToolLabel {
+    /// The tool call.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// What the Hub shows while it runs ("Creating a department…").
+    pub label: String,
+    /// The agent that made the call: `rover`, or the specialist (subagent) it delegated to.
+    pub agent: String,
 }
 
 /// A rating of one reply.

@@ -4,21 +4,35 @@
 //! `processUIMessageStream` folds them (only the chunk types Rover sends). The staff member's
 //! messages are kept as the client sent them; an answer (approval, `ask_user`) is applied to the
 //! message it answers, as `addToolApprovalResponse` / `addToolOutput` do, before the turn that
-//! continues it streams into that message.
+//! continues it streams into that message. The stream's transient parts reach no message: the
+//! tool calls' labels (`data-tool-label`) are returned beside the messages.
 //!
 //! Checked against the real `ai@6` and `ai@7` clients in `tests/it/chats.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rover_contracts::wire::TurnEvent;
 use rover_turnstore::chats::ChatTurn;
 use serde_json::{Map, Value, json};
 
+use super::api::ToolLabel;
 use crate::ui_chunks::ChunkMapper;
 
-/// The chat's messages, oldest first.
-pub(crate) fn messages(turns: Vec<ChatTurn>) -> Vec<Value> {
+/// A chat rebuilt from its turns.
+#[derive(Debug, Default)]
+pub(crate) struct Rebuilt {
+    /// The chat's messages, oldest first.
+    pub(crate) messages: Vec<Value>,
+    /// What the stream's transient `data-tool-label` parts said of each tool call (its label and
+    /// the agent that made it), by tool call id: a client keeps them beside the messages, not in
+    /// them, so a reopened chat gets them here.
+    pub(crate) tool_labels: BTreeMap<String, ToolLabel>,
+}
+
+/// The chat's messages, oldest first, and its tool calls' labels.
+pub(crate) fn messages(turns: Vec<ChatTurn>) -> Rebuilt {
     let mut messages: Vec<Value> = Vec::new();
+    let mut tool_labels = BTreeMap::new();
     for turn in turns {
         if let Some(sent) = turn.sent {
             messages.push(sent);
@@ -40,9 +54,19 @@ pub(crate) fn messages(turns: Vec<ChatTurn>) -> Vec<Value> {
         if chunks.is_empty() {
             continue;
         }
+        tool_labels.extend(
+            chunks
+                .iter()
+                .filter(|c| c["type"] == "data-tool-label")
+                .filter_map(|c| serde_json::from_value::<ToolLabel>(c["data"].clone()).ok())
+                .map(|label| (label.tool_call_id.clone(), label)),
+        );
         stream_into(&mut messages, &chunks);
     }
-    messages
+    Rebuilt {
+        messages,
+        tool_labels,
+    }
 }
 
 /// Applies a continuation's answers to the message holding the parts they answer.
@@ -431,7 +455,7 @@ mod tests {
             ],
         );
         let continued_turn = continued.turn;
-        let messages = messages(vec![paused, continued]);
+        let messages = messages(vec![paused, continued]).messages;
         assert_eq!(messages.len(), 2, "{messages:#?}");
         let reply = &messages[1];
         assert_eq!(reply["id"], "msg-1");
@@ -475,7 +499,7 @@ mod tests {
             ],
         );
         let next = turn(Some(user("Date?")), None, vec![start("msg-b")]);
-        let messages = messages(vec![stopped, next]);
+        let messages = messages(vec![stopped, next]).messages;
         assert_eq!(messages.len(), 4);
         assert_eq!(
             messages[1]["parts"][1],

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::api::{
     ChatDetail, ChatExport, ChatList, ChatSummary, ERASE_EVENT, ERASE_PERMISSION, Erased,
-    FeedbackBody, ListParams, Rating, RenameChatBody,
+    FeedbackBody, ListParams, Rating, RenameChatBody, ToolLabel,
 };
 use crate::openapi_parts::{
     BAD_REQUEST, FORBIDDEN, NOT_FOUND, TOO_LARGE, UNAUTHENTICATED, component, json_response,
@@ -193,4 +193,5 @@ pub(crate) fn schemas(add: &mut impl FnMut(&str, Schema)) {
     add("FeedbackBody", schema_for::<FeedbackBody>());
     add("Erased", schema_for::<Erased>());
     add("Rating", schema_for::<Rating>());
+    add("ToolLabel", schema_for::<ToolLabel>());
 }

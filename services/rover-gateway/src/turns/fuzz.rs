@@ -18,6 +18,7 @@ fn limits() -> InputLimits {
     InputLimits {
         max_json_depth: 32,
         max_message_bytes: 2048,
+        max_stored_message_bytes: 6144,
         max_parts: 16,
         max_attachments: 4,
         max_attachment_url_bytes: 256,
@@ -38,6 +39,9 @@ fn check(body: &[u8]) {
             }
             if let TurnInput::Message { text } = &turn.input {
                 assert!(text.len() <= limits.max_message_bytes);
+            }
+            if let Some(sent) = &turn.sent {
+                assert!(sent.to_string().len() <= limits.max_stored_message_bytes);
             }
         }
         Err(error) => assert!(

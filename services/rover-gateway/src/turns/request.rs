@@ -9,7 +9,7 @@ use rover_contracts::wire::TurnInput;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::chat_id::thread_id;
+use crate::chat_id::new_thread_id;
 use crate::error::ApiError;
 use crate::extract::CAMPUS_HEADER;
 use crate::input;
@@ -19,6 +19,7 @@ use crate::settings::Settings;
 pub(crate) struct InputLimits {
     pub(crate) max_json_depth: usize,
     pub(crate) max_message_bytes: usize,
+    pub(crate) max_stored_message_bytes: usize,
     pub(crate) max_parts: usize,
     pub(crate) max_attachments: usize,
     pub(crate) max_attachment_url_bytes: usize,
@@ -30,6 +31,7 @@ impl From<&Settings> for InputLimits {
         Self {
             max_json_depth: settings.http.max_json_depth,
             max_message_bytes: settings.chat.max_message_bytes,
+            max_stored_message_bytes: settings.chat.max_stored_message_bytes,
             max_parts: settings.chat.max_parts,
             max_attachments: settings.chat.max_attachments,
             max_attachment_url_bytes: settings.chat.max_attachment_url_bytes,
@@ -68,7 +70,7 @@ pub(crate) fn parse_chat_request(
         // A chat body that does not fit is a malformed request, not a tool's bad arguments.
         ApiError::new(ErrorCode::InvalidRequest, error.message)
     })?;
-    let thread = thread_id(user, &body.id)?;
+    let thread = new_thread_id(user, &body.id)?;
     let approvals = match body.messages.last() {
         Some(last) if last.role == "assistant" && last.parts.len() <= limits.max_parts => {
             super::approvals::answers(&last.parts)?
@@ -81,7 +83,7 @@ pub(crate) fn parse_chat_request(
         (TurnInput::Continue { chain: Vec::new() }, Vec::new())
     };
     let sent = match (&input, body.messages.last()) {
-        (TurnInput::Message { .. }, Some(last)) => Some(last.as_sent()),
+        (TurnInput::Message { .. }, Some(last)) => Some(stored(last, limits)?),
         _ => None,
     };
     Ok(ChatTurn {
@@ -130,6 +132,21 @@ impl UiMessage {
         }
         sent
     }
+}
+
+/// The staff member's message as the chat keeps it, within `max_stored_message_bytes` as a whole:
+/// the text limit bounds what the model reads, this bounds what is stored and served again (the
+/// client's metadata and every part, whatever its type).
+fn stored(last: &UiMessage, limits: &InputLimits) -> Result<Value, ApiError> {
+    let sent = last.as_sent();
+    if sent.to_string().len() > limits.max_stored_message_bytes {
+        return Err(too_large(format!(
+            "The message is too large as a whole — its parts and metadata together (at most {} \
+             bytes).",
+            limits.max_stored_message_bytes
+        )));
+    }
+    Ok(sent)
 }
 
 pub(super) fn too_large(message: String) -> ApiError {

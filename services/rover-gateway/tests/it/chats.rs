@@ -7,6 +7,7 @@
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
+use rover_contracts::context::Subagent;
 use rover_contracts::ids::{ThreadId, TurnId};
 use rover_contracts::wire::{FinishReason, TurnEvent, TurnEventKind};
 use serde_json::{Value, json};
@@ -67,7 +68,7 @@ async fn last_turn(rest: &Rest, email: &str, chat: &str) -> TurnId {
 
 /// Records `turn`'s events as the worker does: a reply `text` in message `message`.
 async fn reply(rest: &Rest, email: &str, chat: &str, turn: TurnId, message: &str, text: &str) {
-    let kinds = [
+    let kinds: Vec<(Option<Subagent>, TurnEventKind)> = [
         TurnEventKind::Start {
             message_id: message.to_owned(),
             trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
@@ -85,15 +86,31 @@ async fn reply(rest: &Rest, email: &str, chat: &str, turn: TurnId, message: &str
             usage: None,
             model: None,
         },
-    ];
+    ]
+    .into_iter()
+    .map(|kind| (None, kind))
+    .collect();
+    record(rest, email, chat, turn, kinds, text).await;
+}
+
+/// Records `turn`'s `kinds` of event (each by Rover or a subagent) as the worker does, and
+/// `text` as the reply the model read.
+async fn record(
+    rest: &Rest,
+    email: &str,
+    chat: &str,
+    turn: TurnId,
+    kinds: Vec<(Option<Subagent>, TurnEventKind)>,
+    text: &str,
+) {
     let events: Vec<(i32, Value)> = kinds
         .into_iter()
         .enumerate()
-        .map(|(seq, event)| {
+        .map(|(seq, (subagent, event))| {
             let event = TurnEvent {
                 turn_id: turn,
                 seq: seq as u64,
-                subagent: None,
+                subagent,
                 event,
             };
             (seq as i32, serde_json::to_value(event).unwrap())
@@ -840,6 +857,9 @@ fn hostile_text() -> impl proptest::strategy::Strategy<Value = String> {
         Just("%00%ff%".to_owned()),
         Just("x".repeat(300)),
         Just(String::new()),
+        Just("nul\0".to_owned()),
+        Just("\u{202E}\u{200B}\u{1b}[2J\r".to_owned()),
+        Just("export".to_owned()),
     ]
 }
 
@@ -908,8 +928,10 @@ async fn the_history_api_survives_arbitrary_input_from_a_colleague() {
         any_body(),
     );
     for _ in 0..96 {
-        let (text, id, number, body) = inputs.new_tree(&mut runner).unwrap().current();
-        let (text, id) = (encoded(&text), encoded(&id));
+        let (raw, id, number, body) = inputs.new_tree(&mut runner).unwrap().current();
+        let (text, id) = (encoded(&raw), encoded(&id));
+        // A cursor time anywhere in i64, far past and far future included.
+        let at = (i64::from(number) << 31) * if number % 2 == 0 { 1 } else { -1 };
         let requests = [
             (
                 Method::GET,
@@ -917,6 +939,21 @@ async fn the_history_api_survives_arbitrary_input_from_a_colleague() {
                 None,
             ),
             (Method::GET, format!("/api/chats?cursor={text}"), None),
+            (
+                Method::GET,
+                format!("/api/chats?cursor={at}.{}", Uuid::new_v4().simple()),
+                None,
+            ),
+            (
+                Method::PATCH,
+                "/api/chats/target".to_owned(),
+                Some(json!({ "title": raw })),
+            ),
+            (
+                Method::POST,
+                "/api/chats/target/messages/msg-t/feedback".to_owned(),
+                Some(json!({ "rating": "down", "comment": raw })),
+            ),
             (Method::GET, format!("/api/chats/{id}"), None),
             (
                 Method::PATCH,
@@ -972,4 +1009,395 @@ async fn the_history_api_survives_arbitrary_input_from_a_colleague() {
         ["target"],
         "the owner's chat is untouched"
     );
+}
+
+/// A list cursor whose time is out of range is refused (400), not a 500: far in the past or the
+/// future Postgres cannot compare it. As the owner and as a colleague.
+#[tokio::test]
+async fn a_cursor_out_of_range_is_refused() {
+    let rest = spawn_rest().await;
+    for n in 0..3 {
+        said(
+            &rest,
+            ADMIN,
+            &format!("c{n}"),
+            "How many students do we have?",
+        )
+        .await;
+    }
+    let page = rest.get(ADMIN, "/api/chats?limit=2").await;
+    let next = page.body["nextCursor"].as_str().expect("a next page");
+    let thread = next.split_once('.').unwrap().1;
+    assert_eq!(
+        ids(&rest.get(ADMIN, &format!("/api/chats?cursor={next}")).await).len(),
+        1
+    );
+    for who in [ADMIN, COLLEAGUE, LAKESIDE_ADMIN] {
+        for at in [
+            "-300000000000000000",
+            "-1",
+            "253402300800000000",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ] {
+            let reply = rest
+                .get(who, &format!("/api/chats?cursor={at}.{thread}"))
+                .await;
+            assert_eq!(
+                reply.status,
+                StatusCode::BAD_REQUEST,
+                "{who} {at}: {:?}",
+                reply.body
+            );
+            assert_eq!(
+                reply.body["error"]["code"], "invalid_arguments",
+                "{:?}",
+                reply.body
+            );
+        }
+    }
+}
+
+/// No chat can take an id that is a route of the history API (`export`): its owner could never
+/// open, rename or delete it there. Every fixed segment under `/api/chats/` in the OpenAPI
+/// document is refused as a chat id, so a new route cannot shadow a chat either.
+#[tokio::test]
+async fn a_chat_id_that_names_a_route_is_refused() {
+    let rest = spawn_rest().await;
+    let doc = rest.get(ADMIN, "/api/openapi.json").await.body;
+    let fixed: Vec<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter_map(|path| path.strip_prefix("/api/chats/"))
+        .map(|rest| rest.split('/').next().unwrap_or_default().to_owned())
+        .filter(|segment| !segment.starts_with('{'))
+        .collect();
+    assert_eq!(fixed, ["export"], "the history API's fixed routes");
+    for id in &fixed {
+        for who in [ADMIN, COLLEAGUE] {
+            assert_eq!(
+                say(&rest, who, id, "How many students do we have?", None).await,
+                StatusCode::BAD_REQUEST,
+                "{who} {id}"
+            );
+        }
+    }
+    assert_eq!(rest.count("threads").await, 0);
+    // Ids that merely look like it are ordinary chats, and open, rename and delete.
+    for id in ["Export", "export-1", "exports"] {
+        said(&rest, ADMIN, id, "How many students do we have?").await;
+        assert_eq!(
+            rest.get(ADMIN, &format!("/api/chats/{id}")).await.status,
+            StatusCode::OK
+        );
+        let renamed = rest
+            .patch(
+                ADMIN,
+                &format!("/api/chats/{id}"),
+                json!({ "title": "Mine" }),
+            )
+            .await;
+        assert_eq!(renamed.status, StatusCode::OK, "{id}");
+        assert_eq!(
+            delete(&rest, ADMIN, &format!("/api/chats/{id}"))
+                .await
+                .status,
+            StatusCode::NO_CONTENT
+        );
+    }
+    // The export is still the export.
+    let export = rest.get(ADMIN, "/api/chats/export").await;
+    assert_eq!(export.status, StatusCode::OK);
+    assert!(export.body["chats"].is_array(), "{:?}", export.body);
+}
+
+/// Titles and feedback comments pass the check names pass: NUL, escape sequences, and bidi or
+/// zero-width characters are refused with 400 (NUL used to be a 500 from Postgres); a title taken
+/// from the first message drops them. As the owner and as a colleague: never a 5xx.
+#[tokio::test]
+async fn titles_and_comments_refuse_what_names_refuse() {
+    let rest = spawn_rest().await;
+    let turn = said(
+        &rest,
+        ADMIN,
+        "t",
+        "Sci\u{200B}ences\u{202E} report\u{1b}[2J now",
+    )
+    .await;
+    reply(&rest, ADMIN, "t", turn, "msg-t", "Done.").await;
+    assert_eq!(
+        rest.get(ADMIN, "/api/chats/t").await.body["title"],
+        "Sciences report[2J now"
+    );
+    let hostile = [
+        "nul\0here",
+        "\0",
+        "Sciences\u{202E}txt.exe",
+        "Scien\u{200B}ces",
+        "\u{2066}Sciences\u{2069}",
+        "\u{FEFF}Sciences",
+        "red\u{1b}[31m",
+        "bell\u{7}",
+        "del\u{7f}",
+    ];
+    for text in hostile {
+        for who in [ADMIN, COLLEAGUE] {
+            let renamed = rest
+                .patch(who, "/api/chats/t", json!({ "title": text }))
+                .await;
+            assert_eq!(
+                renamed.status,
+                StatusCode::BAD_REQUEST,
+                "{who} {text:?}: {:?}",
+                renamed.body
+            );
+            assert_eq!(renamed.body["error"]["code"], "invalid_arguments");
+            let rated = rest
+                .post(
+                    who,
+                    "/api/chats/t/messages/msg-t/feedback",
+                    json!({ "rating": "down", "comment": text }),
+                )
+                .await;
+            assert_eq!(
+                rated.status,
+                StatusCode::BAD_REQUEST,
+                "{who} {text:?}: {:?}",
+                rated.body
+            );
+        }
+        // A message id with a control character is no reply of the chat.
+        let id = encoded(text);
+        let rated = rest
+            .post(
+                ADMIN,
+                &format!("/api/chats/t/messages/{id}/feedback"),
+                json!({ "rating": "up" }),
+            )
+            .await;
+        assert!(
+            !rated.status.is_server_error(),
+            "{text:?}: {:?}",
+            rated.body
+        );
+    }
+    assert_eq!(rest.count("chat_feedback").await, 0);
+    assert_eq!(
+        rest.get(ADMIN, "/api/chats/t").await.body["title"],
+        "Sciences report[2J now"
+    );
+    // What stays allowed: any script, emoji; a comment's lines (a lone \r becomes a line break).
+    let renamed = rest
+        .patch(
+            ADMIN,
+            "/api/chats/t",
+            json!({ "title": "  Études\tसूचना 数学 ❤️ " }),
+        )
+        .await;
+    assert_eq!(renamed.body["title"], "Études सूचना 数学 ❤️");
+    let rated = rest
+        .post(
+            ADMIN,
+            "/api/chats/t/messages/msg-t/feedback",
+            json!({ "rating": "down", "comment": "It missed\rthe Kololo ones\r\n\tall of them" }),
+        )
+        .await;
+    assert_eq!(rated.status, StatusCode::NO_CONTENT, "{:?}", rated.body);
+    assert_eq!(
+        rest.get(ADMIN, "/api/chats/t").await.body["feedback"]["msg-t"]["comment"],
+        "It missed\nthe Kololo ones\n\tall of them"
+    );
+}
+
+/// A chat message is bounded as a whole as the chat keeps it — metadata and every part, not only
+/// its text: a 23-byte text with 300 KiB of client metadata, or of a part of another type, is
+/// refused (413) and nothing is stored. A message within the bound reads back as sent.
+#[tokio::test]
+async fn a_stored_message_is_bounded_as_a_whole() {
+    let rest = spawn_rest().await;
+    let bound = rest.state.settings.chat.max_stored_message_bytes;
+    let padding = "x".repeat(300 * 1024);
+    let text = json!({ "type": "text", "text": "How many students are?" });
+    for message in [
+        json!({ "id": "m1", "role": "user", "parts": [text], "metadata": { "pad": padding } }),
+        json!({ "id": "m1", "role": "user", "parts": [text, { "type": "data-x", "data": padding }] }),
+        json!({ "id": "m1", "role": "user", "parts": [text, { "type": "reasoning", "text": padding }] }),
+        json!({ "id": "m1", "role": "user", "parts": [
+            { "type": "text", "text": "How many students are?", "providerMetadata": { "pad": padding } },
+        ] }),
+        // Just over the bound, with many small parts.
+        json!({ "id": "m1", "role": "user", "parts": std::iter::once(text.clone())
+            .chain((0..60).map(|_| json!({ "type": "data-x", "data": "y".repeat(bound / 60) })))
+            .collect::<Vec<_>>() }),
+    ] {
+        let body = json!({ "id": "big", "messages": [message] }).to_string();
+        // The status first, the body unread: an accepted POST is a stream no worker ends here.
+        let (status, _) = rest
+            .send_raw(
+                rest.request(Method::POST, "/api/chat", Some(ADMIN))
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(body.clone()))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let reply = rest.json(Method::POST, ADMIN, "/api/chat", &body).await;
+        assert_eq!(reply.body["error"]["code"], "too_large", "{:?}", reply.body);
+    }
+    assert_eq!(rest.count("chat_turns").await, 0);
+    // Within the bound: kept and served as the client sent it.
+    let sent = json!({ "id": "m2", "role": "user", "parts": [
+        text, { "type": "data-note", "data": { "n": "z".repeat(1000) } },
+    ], "metadata": { "from": "hub" } });
+    let body = json!({ "id": "ok", "messages": [sent] }).to_string();
+    let (status, _) = rest
+        .send_raw(
+            rest.request(Method::POST, "/api/chat", Some(ADMIN))
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    rest.finish_turns_of(ADMIN).await;
+    assert_eq!(
+        rest.get(ADMIN, "/api/chats/ok").await.body["messages"][0],
+        sent
+    );
+}
+
+/// A reopened chat keeps each tool call's label and the specialist that made it: the history
+/// read carries what the stream's transient `data-tool-label` parts said (the stream and the
+/// read share the chunk mapper; `tests/it/node.rs` compares them with the real client's).
+#[tokio::test]
+async fn a_reopened_chat_keeps_each_tool_calls_label_and_specialist() {
+    let rest = spawn_rest().await;
+    let turn = said(&rest, TEACHER, "att", "Record attendance for S1 Blue").await;
+    let call = |id: &str, tool: &str, label: &str, by: Option<Subagent>| {
+        vec![
+            (
+                by,
+                TurnEventKind::ToolInputStart {
+                    tool_call_id: id.to_owned(),
+                    tool_name: tool.to_owned(),
+                    label: label.to_owned(),
+                },
+            ),
+            (
+                by,
+                TurnEventKind::ToolInputAvailable {
+                    tool_call_id: id.to_owned(),
+                    tool_name: tool.to_owned(),
+                    input: json!({}),
+                },
+            ),
+            (
+                by,
+                TurnEventKind::ToolOutputAvailable {
+                    tool_call_id: id.to_owned(),
+                    output: json!({ "data": {} }),
+                },
+            ),
+        ]
+    };
+    let mut events = vec![
+        (
+            None,
+            TurnEventKind::Start {
+                message_id: "msg-a".to_owned(),
+                trace_id: None,
+            },
+        ),
+        (None, TurnEventKind::StartStep),
+    ];
+    events.extend(call("c-task", "task", "Asking a specialist…", None));
+    events.extend(call(
+        "c-att",
+        "record_attendance",
+        "Recording attendance…",
+        Some(Subagent::ClassTeacher),
+    ));
+    events.extend([
+        (None, TurnEventKind::FinishStep),
+        (
+            None,
+            TurnEventKind::Finish {
+                reason: FinishReason::Stop,
+                usage: None,
+                model: None,
+            },
+        ),
+    ]);
+    record(&rest, TEACHER, "att", turn, events, "Recorded.").await;
+    let chat = rest.get(TEACHER, "/api/chats/att").await.body;
+    assert_eq!(
+        chat["toolLabels"],
+        json!({
+            "c-task": { "toolCallId": "c-task", "toolName": "task", "label": "Asking a specialist…", "agent": "rover" },
+            "c-att": { "toolCallId": "c-att", "toolName": "record_attendance", "label": "Recording attendance…", "agent": "class_teacher" },
+        }),
+        "{chat:#}"
+    );
+    // The labels are beside the messages, never in them (a client keeps transient parts out).
+    assert!(!chat["messages"].to_string().contains("data-tool-label"));
+    // A colleague's read of the same id is an unknown chat.
+    assert_eq!(
+        rest.get(COLLEAGUE, "/api/chats/att").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// The export streams: its body has no length known in advance (chunked on the wire), and it is
+/// what it was — every chat of the caller's, oldest first, each exactly as `GET /api/chats/{id}`
+/// reads it — never a colleague's.
+#[tokio::test]
+async fn the_export_streams_and_holds_what_it_held() {
+    use axum::body::HttpBody as _;
+    let rest = spawn_rest().await;
+    for n in 0..5 {
+        let chat = format!("e{n}");
+        let turn = said(&rest, ADMIN, &chat, &format!("Question {n}")).await;
+        reply(
+            &rest,
+            ADMIN,
+            &chat,
+            turn,
+            &format!("msg-{n}"),
+            &format!("Answer {n}"),
+        )
+        .await;
+    }
+    said(&rest, COLLEAGUE, "theirs", "Not the admin's").await;
+    let response = rest
+        .router
+        .clone()
+        .oneshot(
+            rest.request(Method::GET, "/api/chats/export", Some(ADMIN))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get(header::CONTENT_LENGTH).is_none());
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+    let body = response.into_body();
+    assert_eq!(body.size_hint().exact(), None, "the export is built whole");
+    let export: Value =
+        serde_json::from_slice(&axum::body::to_bytes(body, usize::MAX).await.unwrap()).unwrap();
+    let mut expected = Vec::new();
+    for n in 0..5 {
+        expected.push(rest.get(ADMIN, &format!("/api/chats/e{n}")).await.body);
+    }
+    assert_eq!(export["chats"], Value::Array(expected));
+    assert_eq!(export["userId"], json!(rest.db.ids.user(ADMIN)));
+    assert!(export["exportedAt"].is_string());
+    assert_eq!(export.as_object().unwrap().len(), 3);
+    // A colleague's export holds their chat only; one with no chats is an empty list.
+    let theirs = rest.get(COLLEAGUE, "/api/chats/export").await.body;
+    assert_eq!(theirs["chats"].as_array().unwrap().len(), 1);
+    assert_eq!(theirs["chats"][0]["id"], "theirs");
+    let none = rest.get(TEACHER, "/api/chats/export").await.body;
+    assert_eq!(none["chats"], json!([]));
 }

@@ -108,6 +108,68 @@ async fn the_built_console_is_served_at_the_root_and_api_paths_stay_json() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The console's file server never redirects: a directory asked for without its trailing slash
+/// used to answer `307 Location: <path>/`, and `GET //assets` sent the browser to `//assets/`,
+/// another host. Every such path is now the page itself (or the directory's own file), in place.
+#[tokio::test]
+async fn the_console_never_redirects_least_of_all_off_origin() {
+    let dir = built_console();
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
+    std::fs::write(dir.join("docs/index.html"), "docs").unwrap();
+    let console_dir = dir.clone();
+    let rest = spawn_rest_with(move |s| s.http.console_dir = console_dir).await;
+    for path in [
+        "//assets",
+        "/assets",
+        "///assets",
+        "//assets?x=1",
+        "//evil.example",
+        "//evil.example/assets",
+        "/./assets",
+        "/assets/../assets",
+        "/%2Fassets",
+        "/%2F%2Fevil.example",
+        "/%5Cevil.example",
+        "//docs",
+        "/docs",
+    ] {
+        for method in [Method::GET, Method::HEAD] {
+            let Ok(request) = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .header(header::HOST, "localhost")
+                .body(Body::empty())
+            else {
+                continue;
+            };
+            let response = within("the router answers", rest.router.clone().oneshot(request))
+                .await
+                .expect("the router is infallible");
+            assert!(
+                !response.status().is_redirection()
+                    && response.headers().get(header::LOCATION).is_none(),
+                "{method} {path}: {} {:?}",
+                response.status(),
+                response.headers().get(header::LOCATION)
+            );
+            assert!(
+                response.status() == StatusCode::OK || response.status() == StatusCode::NOT_FOUND,
+                "{method} {path}: {}",
+                response.status()
+            );
+        }
+    }
+    // A directory is its own index.html where it has one, the console's page where it has none.
+    let docs = fetch(&rest, Method::GET, "/docs").await;
+    assert_eq!((docs.status, docs.text.as_str()), (StatusCode::OK, "docs"));
+    let assets = fetch(&rest, Method::GET, "//assets").await;
+    assert_eq!(
+        (assets.status, assets.text.as_str()),
+        (StatusCode::OK, INDEX)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[tokio::test]
 async fn without_a_built_console_the_root_says_to_run_make_console() {
     let missing = std::env::temp_dir().join(format!("rover-no-console-{}", uuid::Uuid::new_v4()));

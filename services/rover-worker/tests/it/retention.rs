@@ -152,3 +152,53 @@ async fn expired_chats_go_open_ones_and_other_schools_stay_and_replicas_do_not_c
     let swept = rover_worker::retention::sweep(&db.pool).await.unwrap();
     assert_eq!((swept.chats, swept.tombstones), (0, expired.len() as i64));
 }
+
+/// A retention period is range-checked where it is set (1–36,500 days), and a school whose sweep
+/// fails anyway (here: a period past the check, its constraint dropped by hand) is logged and
+/// skipped — every other school is swept all the same. 10⁸ days made the sweep's date arithmetic
+/// fail, and that stopped the sweep for every school after it.
+#[tokio::test]
+async fn a_retention_period_is_range_checked_and_one_schools_error_never_stops_the_others() {
+    let db = TestDb::new().await;
+    let owner = PgPool::connect(db.owner_url()).await.unwrap();
+    let (hill, lakeside) = (db.ids.hill, db.ids.lakeside);
+    let set = |school: SchoolId, days: i64| {
+        sqlx::query(
+            "INSERT INTO chat_retention (school_id, keep_days) VALUES ($1, $2::int) \
+             ON CONFLICT (school_id) DO UPDATE SET keep_days = excluded.keep_days",
+        )
+        .bind(school.as_uuid())
+        .bind(days)
+        .execute(&owner)
+    };
+    for refused in [0, -1, 36_501, 100_000_000] {
+        let error = set(hill, refused).await.expect_err("out of range");
+        assert!(
+            error.to_string().contains("chat_retention_keep_days_check"),
+            "{refused}: {error}"
+        );
+    }
+    set(hill, 36_500).await.expect("the longest period");
+    set(hill, 1).await.expect("the shortest period");
+
+    // A period that got past the check: that school's sweep fails, the other's goes on.
+    sqlx::query("ALTER TABLE chat_retention DROP CONSTRAINT chat_retention_keep_days_check")
+        .execute(&owner)
+        .await
+        .unwrap();
+    set(hill, 100_000_000).await.unwrap();
+    set(lakeside, 30).await.unwrap();
+    let admin = db.ids.user("admin@hill.school");
+    let lake = db.ids.user("admin@lakeside.college");
+    let kept = chat(&db, &owner, hill, admin, 400).await;
+    let expired = chat(&db, &owner, lakeside, lake, 31).await;
+    let swept = rover_worker::retention::sweep(&db.pool)
+        .await
+        .expect("one school's error does not fail the sweep");
+    assert_eq!((swept.chats, swept.failed_schools), (1, 1));
+    assert!(
+        !exists(&owner, expired).await,
+        "the other school was not swept"
+    );
+    assert!(exists(&owner, kept).await);
+}
