@@ -87,8 +87,7 @@ pub(crate) async fn soak(world: &World, soak: Soak) -> anyhow::Result<Vec<Row>> 
             .map(|(name, mb)| (name.to_owned(), mb))
             .collect();
         eprintln!(
-            "rover-bench: soak, {} of {} done; {} turns so far",
-            k,
+            "rover-bench: soak, {k} of {} done; {} turns so far",
             soak.intervals,
             counter.load(Ordering::Relaxed)
         );
