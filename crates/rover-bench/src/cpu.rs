@@ -172,7 +172,9 @@ fn parse_stat(stat: &str) -> Option<Duration> {
     let mut fields = after_name.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some(Duration::from_secs_f64((utime + stime) as f64 / TICKS_PER_SECOND))
+    Some(Duration::from_secs_f64(
+        (utime + stime) as f64 / TICKS_PER_SECOND,
+    ))
 }
 
 #[cfg(test)]

@@ -39,7 +39,9 @@ pub fn init_process() {
 }
 
 /// The tokio runtime `settings` ask for ([`rover_settings::RuntimeSettings::worker_threads`]).
-pub fn runtime(settings: &rover_settings::RuntimeSettings) -> std::io::Result<tokio::runtime::Runtime> {
+pub fn runtime(
+    settings: &rover_settings::RuntimeSettings,
+) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match settings.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread(),
         0 => tokio::runtime::Builder::new_multi_thread(),

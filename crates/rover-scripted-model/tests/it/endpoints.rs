@@ -51,14 +51,24 @@ async fn a_bounded_record_keeps_only_the_last_requests() {
         ..Config::default()
     })
     .await;
-    for said in ["List the departments", "What can you do?", "What's the date?"] {
+    for said in [
+        "List the departments",
+        "What can you do?",
+        "What's the date?",
+    ] {
         let chat = Chat::new(Some(&context("admin")), &["list_departments"]).user(said);
         model.complete(&chat).await.expect("completes");
     }
     let (_, body) = model.http("GET", "/v1/requests", None).await;
     let recorded: Vec<Value> = serde_json::from_str(&body).expect("a JSON array");
-    let said: Vec<&Value> = recorded.iter().map(|r| &r["messages"][1]["content"]).collect();
-    assert_eq!(said, [&json!("What can you do?"), &json!("What's the date?")]);
+    let said: Vec<&Value> = recorded
+        .iter()
+        .map(|r| &r["messages"][1]["content"])
+        .collect();
+    assert_eq!(
+        said,
+        [&json!("What can you do?"), &json!("What's the date?")]
+    );
 }
 
 #[tokio::test]
