@@ -8,9 +8,11 @@
 //! `report` (table and JSON).
 
 mod approval;
+mod cpu;
 mod floor;
 mod procs;
 mod report;
+mod soak;
 mod sqlonly;
 mod stages;
 mod stats;
@@ -30,7 +32,7 @@ use serde_json::json;
 
 use crate::floor::{Floor, QueueKind};
 use crate::report::{Report, Row};
-use crate::stats::{Sorted, Timing, drive};
+use crate::stats::{Sorted, Timing, drive, drive_metered};
 use crate::toolhop::ToolHop;
 use crate::turns::{Stack, StackOptions};
 use rover_domain::seed::DEMO_USERS;
@@ -75,6 +77,16 @@ struct Cli {
     /// measurement (admission), not this row's (holding streams open).
     #[arg(long, default_value_t = 15000)]
     stream_ramp_ms: u64,
+    /// Minutes the soak runs (mixed whole turns; RSS and turns/s per minute). A long soak:
+    /// `--only soak --soak-minutes 30`.
+    #[arg(long, default_value_t = 3)]
+    soak_minutes: u32,
+    /// Turns in flight at once in the soak.
+    #[arg(long, default_value_t = 32)]
+    soak_concurrency: usize,
+    /// The soak's sampling interval in seconds (a minute; shorter only to try the section out).
+    #[arg(long, default_value_t = 60.0, hide = true)]
+    soak_interval_s: f64,
     /// Where the JSON goes (`bench-<timestamp>.json` and `latest.json`).
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
@@ -101,6 +113,8 @@ enum Section {
     Turns,
     /// Many concurrent turns held open by a slow scripted model.
     Streams,
+    /// Minutes of mixed whole turns: each service's RSS and the turns/s of every minute.
+    Soak,
 }
 
 /// The exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell reports it).
@@ -238,7 +252,7 @@ async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
         for c in [1, 64] {
             eprintln!("rover-bench: whole turns at c={c}…");
             let s = stack.clone();
-            let run = drive(c, timing, move |_| {
+            let run = drive_metered(c, timing, &stack.meter(), move |_| {
                 let s = s.clone();
                 async move { s.turn(|| {}).await }
             })
@@ -257,12 +271,31 @@ async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
             row.rate_per_s = Some(run.rate());
             row.p50_ms = finish.ms(0.5);
             row.p99_ms = finish.ms(0.99);
+            row.cpu = run.cpu_per_op();
             if let Some(error) = &run.first_error {
                 row = row.note(format!("first error: {error}"));
             }
             rows.push(row);
         }
         drop(stack);
+    }
+
+    if wants(Section::Soak) {
+        eprintln!(
+            "rover-bench: soak, {} × {:.0} s of mixed turns at c={}…",
+            cli.soak_minutes, cli.soak_interval_s, cli.soak_concurrency
+        );
+        rows.extend(
+            soak::soak(
+                world,
+                soak::Soak {
+                    intervals: cli.soak_minutes,
+                    interval: Duration::from_secs_f64(cli.soak_interval_s),
+                    concurrency: cli.soak_concurrency,
+                },
+            )
+            .await?,
+        );
     }
 
     if wants(Section::Streams) {
@@ -285,6 +318,11 @@ async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
                 "first_token_delay_ms": cli.stream_first_token_ms,
                 "chunk_delay_ms": cli.stream_chunk_ms,
                 "ramp_ms": cli.stream_ramp_ms,
+            },
+            "soak": {
+                "intervals": cli.soak_minutes,
+                "interval_s": cli.soak_interval_s,
+                "concurrency": cli.soak_concurrency,
             },
             "log_format": "json, filter info (the services' defaults)",
         }),
@@ -434,6 +472,7 @@ fn measured<T>(mut row: Row, run: &stats::Run<T>, latencies: &Sorted) -> Row {
     row.rate_per_s = Some(run.rate());
     row.p50_ms = latencies.ms(0.5);
     row.p99_ms = latencies.ms(0.99);
+    row.cpu = run.cpu_per_op();
     if let Some(error) = &run.first_error {
         row = row.note(format!("first error: {error}"));
     }
@@ -607,7 +646,7 @@ async fn tool_hop(
         };
         eprintln!("rover-bench: tool hop {label} at c={c}…");
         let h = hop.clone();
-        let run = drive(c, timing, move |n| {
+        let run = drive_metered(c, timing, &hop.meter(), move |n| {
             let h = h.clone();
             async move {
                 if write {
@@ -637,11 +676,71 @@ async fn tool_hop(
         }
         rows.push(row);
     }
+    rows.extend(idle_rows(&hop, timing).await);
     if let Ok(hop) = Arc::try_unwrap(hop) {
         hop.stop().await;
     }
     rows.extend(read_stage_rows(world, timing, read_p50).await?);
     Ok(rows)
+}
+
+/// The pause after each call of the *idle between calls* row: long enough for every thread of
+/// the tool server to go to sleep before the next call wakes it.
+const IDLE_GAP: Duration = Duration::from_millis(10);
+
+/// The tool server's CPU when it idles: with no calls at all (per second), and per read at c=1
+/// when it has gone idle before each one (a pause of [`IDLE_GAP`] after every call) — what a
+/// call costs that has to wake the server, against the back-to-back c=1 row.
+async fn idle_rows(hop: &Arc<ToolHop>, timing: Timing) -> Vec<Row> {
+    eprintln!("rover-bench: the tool server idle, no calls…");
+    let meter = hop.meter();
+    let before = meter.sample();
+    tokio::time::sleep(timing.duration).await;
+    let idle = before.until(&meter.sample());
+    let seconds = timing.duration.as_secs_f64();
+    let mut quiet = Row::new("tool hop", "idle: no calls (CPU per second)", 0);
+    quiet.cpu = cpu::per_op(&idle, None, 1)
+        .into_iter()
+        .map(|mut p| {
+            p.per_op_us /= seconds;
+            p
+        })
+        .collect();
+    let quiet = quiet.note(format!(
+        "the tool server's own CPU over {seconds:.0} s with no calls, per second"
+    ));
+
+    eprintln!(
+        "rover-bench: tool hop list_departments (read) at c=1, idle {} ms between calls…",
+        IDLE_GAP.as_millis()
+    );
+    let h = hop.clone();
+    let run = drive_metered(1, timing, &meter, move |_| {
+        let h = h.clone();
+        async move {
+            let sent = Instant::now();
+            h.read().await?;
+            let took = sent.elapsed();
+            tokio::time::sleep(IDLE_GAP).await;
+            Ok::<_, toolhop::HopError>(took)
+        }
+    })
+    .await;
+    // The call's own latency, without the pause after it.
+    let latencies = Sorted::new(run.samples.iter().map(|(_, took)| *took).collect());
+    let mut paced = measured(
+        Row::new("tool hop", "list_departments (read), idle between calls", 1),
+        &run,
+        &latencies,
+    );
+    if paced.note.is_none() {
+        paced = paced.note(format!(
+            "a {} ms pause after each call (not in its latency), so the tool server sleeps \
+             before every call wakes it",
+            IDLE_GAP.as_millis()
+        ));
+    }
+    vec![paced, quiet]
 }
 
 /// The tool-hop row's goal, with the ratios it was judged by in the sentence.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use crate::cpu::ProcessCpu;
 use crate::world::Machine;
 
 /// One measured case.
@@ -35,6 +36,10 @@ pub(crate) struct Row {
     pub(crate) pass: Option<bool>,
     /// Anything else worth reading (the first error, memory, open streams).
     pub(crate) note: Option<String>,
+    /// Each Rover process's own CPU over the row, per operation (tool call, turn): `/proc`'s
+    /// user + system time (`cpu.rs`). Empty where no Rover process does the row's work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) cpu: Vec<ProcessCpu>,
 }
 
 impl Row {
@@ -54,6 +59,7 @@ impl Row {
             goal: None,
             pass: None,
             note: None,
+            cpu: Vec::new(),
         }
     }
 
@@ -89,8 +95,8 @@ impl Report {
     pub(crate) fn table(&self) -> String {
         let mut out = String::new();
         out.push_str(
-            "| section | case | c | n | req/s | p50 ms | p99 ms | vs floor | goal | result |\n\
-             |---|---|--:|--:|--:|--:|--:|---|---|---|\n",
+            "| section | case | c | n | req/s | p50 ms | p99 ms | CPU µs per op | vs floor | goal | result |\n\
+             |---|---|--:|--:|--:|--:|--:|---|---|---|---|\n",
         );
         for row in &self.rows {
             let rate = row.rate_per_s.map_or("–".to_owned(), |r| format!("{r:.0}"));
@@ -115,7 +121,7 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {}{errors} | {rate} | {} | {} | {vs} | {} | {result} |",
+                "| {} | {} | {} | {}{errors} | {rate} | {} | {} | {} | {vs} | {} | {result} |",
                 row.section,
                 row.case,
                 row.concurrency,
@@ -127,6 +133,7 @@ impl Report {
                 } else {
                     ms(row.p99_ms)
                 },
+                cpu_cell(&row.cpu),
                 row.goal.as_deref().unwrap_or(""),
             );
         }
@@ -198,6 +205,21 @@ impl Report {
             .with_context(|| format!("Failed to write {}", dir.join("latest.json").display()))?;
         Ok(path)
     }
+}
+
+/// A row's CPU per operation, each process by its short name (`toolserver 61`).
+fn cpu_cell(cpu: &[ProcessCpu]) -> String {
+    cpu.iter()
+        .map(|p| {
+            let name = p.process.trim_start_matches("rover-");
+            let name = name.strip_suffix("-model").unwrap_or(name);
+            match p.instructions_per_op {
+                Some(instructions) => format!("{name} {:.0}k instr", instructions / 1e3),
+                None => format!("{name} {:.0}", p.per_op_us),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// Milliseconds with precision that suits their size.

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::cpu::Meter;
+
 /// What one measured run recorded.
 #[derive(Debug)]
 pub(crate) struct Run<T> {
@@ -18,6 +20,10 @@ pub(crate) struct Run<T> {
     pub(crate) first_error: Option<String>,
     /// Wall time of the measured part.
     pub(crate) elapsed: Duration,
+    /// The CPU each metered process used over the measured part (empty when nothing is metered).
+    pub(crate) cpu: Vec<(String, Duration)>,
+    /// The instructions the profiled process ran over the measured part (under callgrind).
+    pub(crate) instructions: Option<(String, u64)>,
 }
 
 impl<T> Run<T> {
@@ -29,6 +35,11 @@ impl<T> Run<T> {
     /// The latencies, sorted.
     pub(crate) fn latencies(&self) -> Sorted {
         Sorted::new(self.samples.iter().map(|(d, _)| *d).collect())
+    }
+
+    /// Each metered process's CPU per successful request.
+    pub(crate) fn cpu_per_op(&self) -> Vec<crate::cpu::ProcessCpu> {
+        crate::cpu::per_op(&self.cpu, self.instructions.as_ref(), self.samples.len())
     }
 }
 
@@ -75,12 +86,34 @@ where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<T, E>> + Send + 'static,
 {
+    drive_metered(concurrency, timing, &Meter::none(), op).await
+}
+
+/// [`drive`], reading each of `meter`'s processes' CPU time as the measured part starts and
+/// ends ([`Run::cpu`]).
+pub(crate) async fn drive_metered<T, E, F, Fut>(
+    concurrency: usize,
+    timing: Timing,
+    meter: &Meter,
+    op: F,
+) -> Run<T>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+{
     let op = Arc::new(op);
     let counter = Arc::new(AtomicU64::new(0));
     if !timing.warmup.is_zero() {
         let _ = phase(concurrency, timing.warmup, op.clone(), counter.clone()).await;
     }
-    phase(concurrency, timing.duration, op, counter).await
+    meter.start_counting();
+    let before = meter.sample();
+    let mut run = phase(concurrency, timing.duration, op, counter).await;
+    run.cpu = before.until(&meter.sample());
+    run.instructions = meter.instructions();
+    run
 }
 
 async fn phase<T, E, F, Fut>(
@@ -123,6 +156,8 @@ where
         errors: 0,
         first_error: None,
         elapsed: Duration::ZERO,
+        cpu: Vec::new(),
+        instructions: None,
     };
     for worker in workers {
         match worker.await {

@@ -33,7 +33,7 @@ pub(crate) const POOL_SIZE: &str = "16";
 /// A running tool server and a client that calls it as two demo users.
 #[derive(Debug)]
 pub(crate) struct ToolHop {
-    _server: Process,
+    server: Process,
     broker: Broker,
     rpc: RpcClient,
     exchange: Arc<str>,
@@ -62,14 +62,28 @@ impl Turn {
 }
 
 impl ToolHop {
+    /// Starts the release tool server on `world` with the bench's settings, then
+    /// `ROVER_STACK_ENV`'s (as a stack's services get them: for pairs of runs that differ in one
+    /// setting), and with `ROVER_BENCH_DB_SSLMODE` as its database URL's `sslmode` when set (to
+    /// price TLS to Postgres; the default is sqlx's `prefer`, TLS where the server offers it).
     pub(crate) async fn start(world: &World) -> anyhow::Result<ToolHop> {
+        let mut env = world.service_env();
+        if let Ok(mode) = std::env::var("ROVER_BENCH_DB_SSLMODE")
+            && let Some(url) = env.get_mut("ROVER_DATABASE__URL")
+        {
+            let joint = if url.contains('?') { '&' } else { '?' };
+            url.push_str(&format!("{joint}sslmode={mode}"));
+        }
         let (server, _) = crate::procs::launcher().spawn(
             &Spawn::service("rover-toolserver")
-                .envs(world.service_env())
+                .envs(env)
                 .envs([
                     ("ROVER_AMQP__PREFETCH", TOOLSERVER_PREFETCH),
                     ("ROVER_DATABASE__MAX_CONNECTIONS", POOL_SIZE),
-                ]),
+                ])
+                .envs(rover_stack::stack_env(
+                    std::env::var(rover_stack::STACK_ENV).ok().as_deref(),
+                )),
         )?;
         let broker = Broker::connect(BrokerOptions::new(world.vhost.url()))
             .await
@@ -79,7 +93,7 @@ impl ToolHop {
             attempts: 1,
         });
         Ok(ToolHop {
-            _server: server,
+            server,
             broker,
             rpc,
             exchange: Topology::default().tools_exchange().into(),
@@ -123,6 +137,11 @@ impl ToolHop {
                 result: reply.result,
             })
         }
+    }
+
+    /// Meters the tool server's CPU.
+    pub(crate) fn meter(&self) -> crate::cpu::Meter {
+        crate::cpu::Meter::of([&self.server])
     }
 
     pub(crate) async fn stop(self) {

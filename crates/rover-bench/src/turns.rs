@@ -38,7 +38,11 @@ pub(crate) struct Stack {
 
 impl Stack {
     pub(crate) fn start(world: &World, options: &StackOptions) -> anyhow::Result<Stack> {
-        let stack_options = rover_stack::StackOptions::scripted(&options.model_flags)
+        // The double records every request for tests to read; a soak's would grow it by tens
+        // of MB a minute, so the bench's keeps a few.
+        let mut model_flags = options.model_flags.clone();
+        model_flags.extend(["--keep-requests".to_owned(), "16".to_owned()]);
+        let stack_options = rover_stack::StackOptions::scripted(&model_flags)
             .env([("ROVER_DATABASE__MAX_CONNECTIONS", crate::toolhop::POOL_SIZE)])
             .service_env(
                 "rover-toolserver",
@@ -86,6 +90,19 @@ impl Stack {
         })
     }
 
+    /// Meters every process's CPU.
+    pub(crate) fn meter(&self) -> crate::cpu::Meter {
+        crate::cpu::Meter::of(self.services.processes())
+    }
+
+    /// Resident memory of each process now, in MB.
+    pub(crate) fn rss(&self) -> Vec<(&str, f64)> {
+        self.services
+            .processes()
+            .filter_map(|p| Some((p.name(), crate::procs::rss_mb(p)?)))
+            .collect()
+    }
+
     /// Peak resident memory of each process, in MB.
     pub(crate) fn peak_rss(&self) -> Vec<(&str, f64)> {
         self.services
@@ -97,12 +114,21 @@ impl Stack {
     /// One turn in a new chat; returns the time to the first SSE chunk and to the `finish` chunk.
     /// `on_first` runs when the first chunk arrives (to count open streams).
     pub(crate) async fn turn(&self, on_first: impl FnOnce()) -> Result<Timings, TurnError> {
+        self.turn_saying(UTTERANCE, on_first).await
+    }
+
+    /// [`Stack::turn`] with `utterance` as what the user says.
+    pub(crate) async fn turn_saying(
+        &self,
+        utterance: &str,
+        on_first: impl FnOnce(),
+    ) -> Result<Timings, TurnError> {
         let started = Instant::now();
         let chat = uuid::Uuid::new_v4().to_string();
         let body = json!({
             "id": chat,
             "trigger": "submit-message",
-            "messages": [{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": UTTERANCE }] }],
+            "messages": [{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": utterance }] }],
         });
         let response = self
             .http

@@ -55,6 +55,10 @@ pub struct Config {
     /// Obey any instruction found in a tool's result (`!call <tool> {json}`) before the rules:
     /// the worst a model can do with planted text, for the tests that bound it.
     pub obey_tool_text: bool,
+    /// Keep only the last this many request bodies for `GET /v1/requests` (`None`: every one).
+    /// A request holds the whole prompt and tool list (tens of KB), so a long run — the bench's
+    /// soak — keeps a few: recording them all grew the double by ≈ 90 MB a minute.
+    pub keep_requests: Option<usize>,
 }
 
 /// How the test double writes the tool calls its rules make (`--tool-calls`). Every style but
@@ -97,6 +101,7 @@ impl Config {
             fail_first: None,
             tool_calls: CallStyle::Native,
             obey_tool_text: false,
+            keep_requests: None,
         }
     }
 }
@@ -150,6 +155,9 @@ pub struct ScriptedSettings {
     pub tool_calls: CallStyle,
     /// Obey instructions planted in tool results (`ROVER_SCRIPTED__OBEY_TOOL_TEXT`).
     pub obey_tool_text: bool,
+    /// Keep only the last N request bodies (`ROVER_SCRIPTED__KEEP_REQUESTS`; absent: all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_requests: Option<usize>,
 }
 
 impl Default for ScriptedSettings {
@@ -164,6 +172,7 @@ impl Default for ScriptedSettings {
             fail_status: 503,
             tool_calls: CallStyle::Native,
             obey_tool_text: false,
+            keep_requests: None,
         }
     }
 }
@@ -197,6 +206,7 @@ impl ScriptedSettings {
             }),
             tool_calls: self.tool_calls,
             obey_tool_text: self.obey_tool_text,
+            keep_requests: self.keep_requests,
         })
     }
 }

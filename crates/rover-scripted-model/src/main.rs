@@ -51,6 +51,10 @@ struct Cli {
     /// gullible model would. Env: ROVER_SCRIPTED__OBEY_TOOL_TEXT.
     #[arg(long)]
     obey_tool_text: bool,
+    /// Keep only the last N request bodies for GET /v1/requests (default: all; a long benchmark
+    /// keeps a few). Env: ROVER_SCRIPTED__KEEP_REQUESTS.
+    #[arg(long, value_name = "N")]
+    keep_requests: Option<usize>,
 }
 
 #[tokio::main]
@@ -68,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
     s.fail_status = cli.fail_status.unwrap_or(s.fail_status);
     s.tool_calls = cli.tool_calls.unwrap_or(s.tool_calls);
     s.obey_tool_text |= cli.obey_tool_text;
+    s.keep_requests = cli.keep_requests.or(s.keep_requests);
     if cli.service.print_config {
         #[allow(clippy::print_stdout)]
         {

@@ -76,6 +76,21 @@ impl ScriptedModel {
         self.recorded().clear();
     }
 
+    /// Records a request body, keeping at most `Config::keep_requests` of them.
+    fn record(&self, body: Value) {
+        let mut recorded = self.recorded();
+        if let Some(keep) = self.inner.config.keep_requests {
+            if keep == 0 {
+                return;
+            }
+            if recorded.len() >= keep {
+                let excess = recorded.len() + 1 - keep;
+                recorded.drain(..excess);
+            }
+        }
+        recorded.push(body);
+    }
+
     fn recorded(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
         // A panic while holding the lock cannot leave a Vec<Value> half-written.
         self.inner
@@ -158,7 +173,7 @@ async fn chat_completions(State(model): State<ScriptedModel>, body: Bytes) -> Re
         Ok(body) => body,
         Err(error) => return bad_request(format!("The request body is not JSON: {error}")),
     };
-    model.recorded().push(body.clone());
+    model.record(body.clone());
     let request: ChatRequest = match serde_json::from_value(body) {
         Ok(request) => request,
         Err(error) => {

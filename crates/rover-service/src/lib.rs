@@ -38,6 +38,22 @@ pub fn init_process() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
+/// The tokio runtime `settings` ask for ([`rover_settings::RuntimeSettings::worker_threads`]).
+pub fn runtime(
+    settings: &rover_settings::RuntimeSettings,
+) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match settings.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        threads => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+    };
+    builder.enable_all().build()
+}
+
 /// A future that resolves on SIGTERM (how Kubernetes stops a pod) or SIGINT (Ctrl-C).
 ///
 /// The handlers are installed when this is *called*, not when the future is first polled, so a

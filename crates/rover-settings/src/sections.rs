@@ -105,6 +105,17 @@ impl Default for TelemetrySettings {
     }
 }
 
+/// The async runtime a service runs on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RuntimeSettings {
+    /// Threads that run the service's tasks: `0` — one per core, work-stealing between them
+    /// (tokio's multi-threaded runtime); `1` — every task on the one thread that started the
+    /// service (tokio's current-thread runtime: no hand-offs between threads); more — that many
+    /// work-stealing threads. RabbitMQ's client runs its own I/O thread in every case.
+    pub worker_threads: usize,
+}
+
 /// The HTTP listener of a service (the API for the gateway; health and metrics for the others).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]

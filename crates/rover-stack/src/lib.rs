@@ -27,5 +27,5 @@ pub mod world;
 pub use process::{
     Env, LaunchError, Launcher, Process, READY, Ready, SERVICES, Spawn, binary, command,
 };
-pub use stack::{Addrs, Model, STACK_ENV, Stack, StackOptions, skills_dir};
+pub use stack::{Addrs, Model, STACK_ENV, Stack, StackOptions, skills_dir, stack_env};
 pub use world::World;

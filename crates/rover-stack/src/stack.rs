@@ -21,7 +21,7 @@ pub fn skills_dir() -> PathBuf {
 pub const STACK_ENV: &str = "ROVER_STACK_ENV";
 
 /// The pairs `ROVER_STACK_ENV` holds; a word without `=` is ignored.
-fn stack_env(value: Option<&str>) -> Vec<(String, String)> {
+pub fn stack_env(value: Option<&str>) -> Vec<(String, String)> {
     value
         .unwrap_or_default()
         .split_whitespace()

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use rover_messaging::{Broker, ConsumerOptions, Permissions, Service, Topology};
 use rover_settings::{
-    AmqpSettings, DatabaseSettings, HttpSettings, TelemetrySettings, VerifierSettings,
+    AmqpSettings, DatabaseSettings, HttpSettings, RuntimeSettings, TelemetrySettings,
+    VerifierSettings,
 };
 use rover_telemetry::metrics::{Metrics, ToolMetrics};
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,8 @@ pub struct Settings {
     pub identity: VerifierSettings,
     /// Logging.
     pub telemetry: TelemetrySettings,
+    /// The threads its tasks run on.
+    pub runtime: RuntimeSettings,
 }
 
 impl Default for Settings {
@@ -48,6 +51,7 @@ impl Default for Settings {
             database: DatabaseSettings::default(),
             identity: VerifierSettings::default(),
             telemetry: TelemetrySettings::default(),
+            runtime: RuntimeSettings::default(),
         }
     }
 }

@@ -42,9 +42,15 @@ enum Db {
     Setup(rover_toolserver::SetupArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The runtime is built from the settings (`runtime.worker_threads`), so they are read first;
+    // `run` reads them again, as every service does.
+    let settings: rover_toolserver::Settings = cli.service.load()?;
+    rover_service::runtime(&settings.runtime)?.block_on(serve(cli))
+}
+
+async fn serve(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => rover_service::run("rover-toolserver", &cli.service, rover_toolserver::run).await,
         Some(Command::Broker(Broker::Setup)) => {

@@ -96,7 +96,7 @@ fn docs_markdown_from_prints_a_written_runs_table() {
     );
     assert!(
         table.contains(
-            "| floor | echo, classic queue | 1 | 12575 | 2515 | 0.387 | 0.557 |  |  |  |"
+            "| floor | echo, classic queue | 1 | 12575 | 2515 | 0.387 | 0.557 |  |  |  |  |"
         ),
         "{table}"
     );

@@ -18,7 +18,14 @@ fn help_names_every_section() {
         .expect("rover-bench runs");
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for section in ["floor", "tool-hop", "agent-build", "turns", "streams"] {
+    for section in [
+        "floor",
+        "tool-hop",
+        "agent-build",
+        "turns",
+        "streams",
+        "soak",
+    ] {
         assert!(
             help.contains(section),
             "--help does not name {section}:\n{help}"
