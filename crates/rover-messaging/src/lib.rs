@@ -70,6 +70,7 @@ pub async fn connect_service(
 ) -> Result<(Broker, Topology), MessagingError> {
     let broker = Broker::connect(BrokerOptions {
         connection_name: connection_name.to_owned(),
+        addresses: settings.addresses.clone(),
         ..BrokerOptions::new(settings.url.expose().clone())
     })
     .await?;

@@ -13,6 +13,13 @@ use crate::Secret;
 pub struct AmqpSettings {
     /// `amqp://user:password@host:port/vhost` (the vhost URL-encoded: `%2f` is `/`).
     pub url: Secret<String>,
+    /// `host:port` of each node of a RabbitMQ cluster, reached with the URL's user, password and
+    /// vhost; a service connects to one, and when it is lost, to the next that answers. Empty
+    /// (the default): the URL's host alone — one node, or in Kubernetes the one Service in front
+    /// of the cluster. In the environment, comma-separated:
+    /// `ROVER_AMQP__ADDRESSES=10.0.0.1:5672,10.0.0.2:5672,10.0.0.3:5672`.
+    #[serde(deserialize_with = "list_or_comma_separated")]
+    pub addresses: Vec<String>,
     /// Prefix of every exchange and queue name, so several deployments can share a broker.
     pub prefix: String,
     /// Unacknowledged messages a consumer holds at once.
@@ -36,6 +43,7 @@ impl Default for AmqpSettings {
     fn default() -> Self {
         Self {
             url: Secret::new("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned()),
+            addresses: Vec::new(),
             prefix: "rover".to_owned(),
             prefetch: 16,
             delivery_limit: 5,
@@ -45,6 +53,28 @@ impl Default for AmqpSettings {
             declare_topology: true,
         }
     }
+}
+
+/// A list given as a list (TOML) or as one comma-separated string (an environment variable).
+fn list_or_comma_separated<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        List(Vec<String>),
+        Text(String),
+    }
+    let items = match Given::deserialize(deserializer)? {
+        Given::List(items) => items,
+        Given::Text(text) => text.split(',').map(str::to_owned).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|item| item.trim().to_owned())
+        .filter(|item| !item.is_empty())
+        .collect())
 }
 
 /// Postgres.
