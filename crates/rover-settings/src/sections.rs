@@ -33,6 +33,10 @@ pub struct AmqpSettings {
     /// Most turns the turns queue holds; a turn published beyond it is refused (the gateway
     /// answers 503). Part of the queue's declaration, so every service must use the same value.
     pub turns_max_length: u32,
+    /// The kind of the tools queue: `classic` (the default: the fastest tool hop, on one node) or
+    /// `quorum` (replicated, so tool calls outlive a node of a RabbitMQ cluster). Part of the
+    /// queue's declaration, so every service must use the same value.
+    pub tools_queue: ToolsQueue,
     /// Declare the exchanges, queues and bindings at start-up (needs the `configure` right on
     /// them). `false`: only check they exist, as a least-privilege service user must (the
     /// topology is then declared once by `rover-toolserver broker setup` as an administrator).
@@ -50,9 +54,21 @@ impl Default for AmqpSettings {
             rpc_attempt_timeout_ms: 10_000,
             rpc_attempts: 3,
             turns_max_length: 10_000,
+            tools_queue: ToolsQueue::Classic,
             declare_topology: true,
         }
     }
+}
+
+/// The kind of the tools queue ([`AmqpSettings::tools_queue`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolsQueue {
+    /// A classic queue, on one node.
+    #[default]
+    Classic,
+    /// A quorum queue, replicated on every node of a cluster.
+    Quorum,
 }
 
 /// A list given as a list (TOML) or as one comma-separated string (an environment variable).
