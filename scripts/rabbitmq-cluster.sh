@@ -5,8 +5,9 @@
 #   scripts/rabbitmq-cluster.sh start          start the three nodes, join them, wait until healthy
 #   scripts/rabbitmq-cluster.sh stop           stop the three nodes (their data stays)
 #   scripts/rabbitmq-cluster.sh status         each node: running or not, and the cluster's members
-#   scripts/rabbitmq-cluster.sh env            the services' settings for it (ROVER_AMQP__URL and
-#                                              ROVER_AMQP__ADDRESSES), as `export` lines
+#   scripts/rabbitmq-cluster.sh env            the services' settings for it (ROVER_AMQP__URL,
+#                                              ROVER_AMQP__ADDRESSES, ROVER_AMQP__TOOLS_QUEUE), as
+#                                              `export` lines
 #   scripts/rabbitmq-cluster.sh start-node N   start node N (1-3) again, e.g. after a kill -9; it
 #                                              rejoins the cluster from its own data
 #   scripts/rabbitmq-cluster.sh pid N          the operating-system pid of node N
@@ -210,6 +211,8 @@ print_env() {
   done
   echo "export ROVER_AMQP__URL=amqp://guest:guest@127.0.0.1:$(amqp_port 1)/%2f"
   echo "export ROVER_AMQP__ADDRESSES=$addresses"
+  # Tool calls outlive a node only in a queue replicated on every node.
+  echo "export ROVER_AMQP__TOOLS_QUEUE=quorum"
 }
 
 node_arg() {
@@ -249,7 +252,7 @@ case "${1:-}" in
     rm -rf "$dir"
     ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
