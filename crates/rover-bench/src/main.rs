@@ -8,6 +8,7 @@
 //! `report` (table and JSON).
 
 mod approval;
+mod cluster;
 mod floor;
 mod procs;
 mod report;
@@ -101,6 +102,9 @@ enum Section {
     Turns,
     /// Many concurrent turns held open by a slow scripted model.
     Streams,
+    /// The floor, the tool hop and whole turns again on a three-node RabbitMQ cluster
+    /// (`scripts/rabbitmq-cluster.sh`, started if it is not up), beside the single node's rows.
+    Cluster,
 }
 
 /// The exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell reports it).
@@ -267,6 +271,10 @@ async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
 
     if wants(Section::Streams) {
         rows.push(many_streams(world, cli).await?);
+    }
+
+    if wants(Section::Cluster) {
+        rows.extend(cluster::rows(timing, payload).await?);
     }
 
     let report = Report {
