@@ -10,6 +10,7 @@
 #                                              `export` lines
 #   scripts/rabbitmq-cluster.sh start-node N   start node N (1-3) again, e.g. after a kill -9; it
 #                                              rejoins the cluster from its own data
+#   scripts/rabbitmq-cluster.sh running N      exits 0 when node N runs (its process, its port)
 #   scripts/rabbitmq-cluster.sh pid N          the operating-system pid of node N
 #   scripts/rabbitmq-cluster.sh ctl N ARGS…    rabbitmqctl ARGS… against node N
 #   scripts/rabbitmq-cluster.sh queues N ARGS… rabbitmq-queues ARGS… against node N
@@ -75,7 +76,15 @@ queues() {
   env $(node_env "$n") "$bin/rabbitmq-queues" -n "$(node_name "$n")" "$@"
 }
 
-running() { ctl "$1" -q status >/dev/null 2>&1; }
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A node is running when its own process (the pid file's) is alive and its AMQP port answers:
+# cheaper than asking rabbitmqctl, which takes seconds on a busy machine.
+running() {
+  local pid
+  pid=$(cat "$(node_dir "$1")/pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && port_taken "$(amqp_port "$1")"
+}
 
 prepare() {
   mkdir -p "$dir/home"
@@ -103,8 +112,6 @@ EOF
     echo '[].' >"$d/enabled_plugins"
   done
 }
-
-port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_node() {
   local n=$1
@@ -166,6 +173,9 @@ healthy() {
 start() {
   local n started
   started=$(date +%s)
+  if running 1 && running 2 && running 3 && [ "$(members | wc -l)" -eq "${#nodes[@]}" ]; then
+    return 0
+  fi
   prepare
   for n in "${nodes[@]}"; do start_node "$n"; done
   for n in "${nodes[@]}"; do await_node "$n"; done
@@ -233,6 +243,10 @@ case "${1:-}" in
     start_node "$n"
     await_node "$n"
     ;;
+  running)
+    n=$(node_arg "${2:-}")
+    running "$n"
+    ;;
   pid)
     n=$(node_arg "${2:-}")
     cat "$(node_dir "$n")/pid"
@@ -252,7 +266,7 @@ case "${1:-}" in
     rm -rf "$dir"
     ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac

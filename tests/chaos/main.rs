@@ -383,6 +383,7 @@ async fn killing_the_node_that_leads_the_turns_queue_loses_no_turn_twice_over() 
     let mut all_turns = Vec::new();
     for round in 0..2 {
         let leader = stack.vhost.leader("rover.turns").expect("a leader");
+        eprintln!("round {round}: the turns queue leads on rover-c{leader}; 200 turns start");
         assert!(
             !killed.contains(&leader),
             "another node each time: {killed:?} then {leader}"

@@ -98,7 +98,7 @@ impl LocalCluster {
     /// Whether node `n` answers.
     pub fn is_running(self, n: usize) -> bool {
         Command::new(Self::script())
-            .args(["ctl", &n.to_string(), "-q", "status"])
+            .args(["running", &n.to_string()])
             .output()
             .is_ok_and(|o| o.status.success())
     }
