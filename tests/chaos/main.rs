@@ -420,16 +420,12 @@ async fn killing_the_node_that_leads_the_turns_queue_loses_no_turn_twice_over() 
                 pace.tick().await;
                 probe += 1;
                 let messages = serde_json::json!([{ "id": "u1", "role": "user", "parts": [{ "type": "text", "text": "What's the date today?" }] }]);
+                let chat = format!("chat-probe-{round}-{probe}");
                 let response = stack
-                    .post(
-                        stack.gateway,
-                        &stack.token(ADMIN),
-                        &format!("chat-probe-{round}-{probe}"),
-                        messages,
-                    )
+                    .post(stack.gateway, &stack.token(ADMIN), &chat, messages)
                     .await;
                 if response.status() == 200 {
-                    break (killed_at.elapsed(), response);
+                    break (killed_at.elapsed(), chat, response);
                 }
                 assert!(
                     killed_at.elapsed() < std::time::Duration::from_secs(30),
