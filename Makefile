@@ -4,7 +4,7 @@ SHELL := bash
 CARGO ?= cargo
 NEXTEST_PROFILE := $(if $(CI),ci,default)
 
-.PHONY: help run test chaos bench eval eval-ci docs lint fmt services build deploy-check console chromium observe
+.PHONY: help run cluster test chaos bench eval eval-ci docs lint fmt services build deploy-check console chromium observe
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ RUN_MODEL := $(if $(filter command line,$(origin MODEL)),$(MODEL),$(if $(filter 
 
 run: services build console ## Run the three services against the local broker (Ctrl-C stops them); MODEL=local: on Qwen2.5-Coder-1.5B (llama-server) instead of the scripted model.
 	@deploy/local/run.sh --model $(RUN_MODEL)
+
+cluster: services build console ## Like `make run`, on a three-node RabbitMQ cluster started beside the default node (scripts/rabbitmq-cluster.sh; `scripts/rabbitmq-cluster.sh stop` stops it).
+	@deploy/local/run.sh --model $(RUN_MODEL) --cluster
 
 test: services build console chromium ## Run every test against the real RabbitMQ and Postgres.
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \

@@ -18,16 +18,25 @@
 #      services' default listen addresses.)
 # Ctrl-C stops everything and exits 0.
 #
-#   deploy/local/run.sh [--model scripted|local]   (scripted when not given)
+# With `--cluster` (`make cluster`), the services run against the three-node RabbitMQ cluster of
+# scripts/rabbitmq-cluster.sh (started and joined first; left running after Ctrl-C, stopped by
+# `scripts/rabbitmq-cluster.sh stop`) instead of the default node: they are given every node's
+# address (amqp.addresses) and a quorum tools queue (amqp.tools_queue), as in production.
+#
+#   deploy/local/run.sh [--model scripted|local] [--cluster]   (scripted when not given)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=scripted
-case "${1:-}" in
-  "") ;;
-  --model) model=${2:-scripted} ;;
-  --model=*) model=${1#--model=} ;;
-  *) echo "usage: deploy/local/run.sh [--model scripted|local]" >&2; exit 2 ;;
-esac
+cluster=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) model=${2:-scripted}; shift ;;
+    --model=*) model=${1#--model=} ;;
+    --cluster) cluster=true ;;
+    *) echo "usage: deploy/local/run.sh [--model scripted|local] [--cluster]" >&2; exit 2 ;;
+  esac
+  shift
+done
 case "$model" in
   scripted | local) ;;
   *) echo "rover: no model called '$model': MODEL=scripted (the default) or MODEL=local" >&2; exit 2 ;;
@@ -49,6 +58,12 @@ export ROVER_AGENT__SANDBOX_DIR="$PWD/$dev/sandboxes"
 # (`rover-gateway token`); without it, it refuses to start with no secret configured.
 export ROVER_AUTH__DEVELOPMENT=true
 export ROVER_MODEL__BASE_URL="${ROVER_MODEL__BASE_URL:-http://127.0.0.1:8090/v1}"
+
+if [ "$cluster" = true ]; then
+  scripts/rabbitmq-cluster.sh start
+  eval "$(scripts/rabbitmq-cluster.sh env)"
+  echo "rover: on the RabbitMQ cluster at $ROVER_AMQP__ADDRESSES (scripts/rabbitmq-cluster.sh status)" >&2
+fi
 
 "$bin/rover-toolserver" db setup --demo
 

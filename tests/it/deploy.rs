@@ -172,6 +172,32 @@ fn a_scaled_object_with_an_unknown_field_fails_naming_it() {
 }
 
 #[test]
+fn the_prod_rabbitmq_cluster_is_three_replicas_and_a_misspelt_field_fails_naming_it() {
+    let manifest = std::fs::read_to_string(repo().join("deploy/k8s/overlays/prod/rabbitmq.yaml"))
+        .expect("the prod overlay's RabbitmqCluster");
+    assert!(
+        manifest.contains("kind: RabbitmqCluster") && manifest.contains("\n  replicas: 3\n"),
+        "a three-node RabbitmqCluster"
+    );
+    let copy = DeployCopy::new("rabbitmqcluster");
+    copy.edit(
+        "k8s/overlays/prod/rabbitmq.yaml",
+        "  replicas: 3\n",
+        "  replicas: 3\n  replica: 3\n",
+    );
+    let output = deploy_check(Some(&copy.0));
+    let text = text(&output);
+    assert!(
+        !output.status.success(),
+        "a broken RabbitmqCluster passed:\n{text}"
+    );
+    assert!(
+        text.contains("RabbitmqCluster/rover-rabbitmq") && text.contains("replica"),
+        "the failure does not name the object and field:\n{text}"
+    );
+}
+
+#[test]
 fn a_kind_without_a_schema_fails_rather_than_being_skipped() {
     let copy = DeployCopy::new("unknown-kind");
     std::fs::write(

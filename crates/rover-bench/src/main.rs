@@ -9,6 +9,7 @@
 
 mod approval;
 mod cpu;
+mod cluster;
 mod floor;
 mod procs;
 mod report;
@@ -115,6 +116,9 @@ enum Section {
     Streams,
     /// Minutes of mixed whole turns: each service's RSS and the turns/s of every minute.
     Soak,
+    /// The floor, the tool hop and whole turns again on a three-node RabbitMQ cluster
+    /// (`scripts/rabbitmq-cluster.sh`, started if it is not up), beside the single node's rows.
+    Cluster,
 }
 
 /// The exit status of a run stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell reports it).
@@ -300,6 +304,10 @@ async fn bench(cli: &Cli, world: &World) -> anyhow::Result<()> {
 
     if wants(Section::Streams) {
         rows.push(many_streams(world, cli).await?);
+    }
+
+    if wants(Section::Cluster) {
+        rows.extend(cluster::rows(timing, payload).await?);
     }
 
     let report = Report {

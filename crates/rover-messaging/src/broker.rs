@@ -1,16 +1,19 @@
-//! `Broker`: the one connection to RabbitMQ, its supervisor (reconnect with backoff, redeclare
-//! topology) and the options that tune it.
+//! `Broker`: the one connection to RabbitMQ, its supervisor (reconnect with backoff to whichever
+//! of the broker's addresses answers, redeclare topology) and the options that tune it.
 
 use std::{
     fmt,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
 use futures::StreamExt;
 use lapin::{
     Channel, Connection, ConnectionProperties, Event, options::QueueDeclareOptions,
-    types::FieldTable,
+    types::FieldTable, uri::AMQPUri,
 };
 use rover_settings::Backoff;
 use tokio::sync::watch;
@@ -24,6 +27,11 @@ pub struct BrokerOptions {
     /// `amqp://user:password@host:port/vhost` (the vhost URL-encoded; `%2f` is `/`). Query
     /// parameters such as `heartbeat=30` are passed to the client.
     pub url: String,
+    /// `host:port` of each node of a RabbitMQ cluster, connected to with the URL's user, password,
+    /// vhost and parameters. Empty: the URL's own host. The first connection starts at a node
+    /// picked at random (so replicas spread over the cluster); a lost connection is replaced by
+    /// one to the next node that answers, starting after the one that was lost.
+    pub addresses: Vec<String>,
     /// Shown in RabbitMQ's connection list, so operators can tell services apart.
     pub connection_name: String,
     /// First delay before reconnecting after the connection is lost.
@@ -51,6 +59,7 @@ impl Default for BrokerOptions {
     fn default() -> Self {
         Self {
             url: "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned(),
+            addresses: Vec::new(),
             connection_name: "rover".to_owned(),
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(10),
@@ -65,6 +74,7 @@ impl fmt::Debug for BrokerOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BrokerOptions")
             .field("url", &redact_url(&self.url))
+            .field("addresses", &self.addresses)
             .field("connection_name", &self.connection_name)
             .field("reconnect_backoff_min", &self.reconnect_backoff_min)
             .field("reconnect_backoff_max", &self.reconnect_backoff_max)
@@ -114,9 +124,19 @@ struct Core {
     generation: watch::Sender<u64>,
     /// Every topology declared through [`Broker::declare`], replayed after each reconnect.
     topologies: Mutex<Vec<Topology>>,
+    /// The broker's nodes, as URLs to connect to.
+    nodes: Vec<AMQPUri>,
+    /// The index in `nodes` of the live connection's node: a reconnect tries the next one first.
+    current: AtomicUsize,
 }
 
 impl Core {
+    /// `host:port` of `nodes[index]`, for logs.
+    fn node(&self, index: usize) -> String {
+        let authority = &self.nodes[index].authority;
+        format!("{}:{}", authority.host, authority.port)
+    }
+
     fn topologies(&self) -> MutexGuard<'_, Vec<Topology>> {
         self.topologies
             .lock()
@@ -167,12 +187,14 @@ impl Broker {
         fields(url = %redact_url(&options.url), connection_name = %options.connection_name),
     )]
     pub async fn connect(options: BrokerOptions) -> Result<Broker, MessagingError> {
-        let connection = open(&options)
-            .await
-            .map_err(|source| MessagingError::Connect {
-                url: redact_url(&options.url),
-                source: source.into(),
-            })?;
+        let nodes = nodes(&options)?;
+        let (current, connection) =
+            open(&options, &nodes, spread(nodes.len()))
+                .await
+                .map_err(|source| MessagingError::Connect {
+                    url: redact_url(&options.url),
+                    source: source.into(),
+                })?;
         let live = Live {
             generation: 1,
             connection: Arc::new(connection),
@@ -182,6 +204,8 @@ impl Broker {
             link: watch::Sender::new(Link::Up(live.clone())),
             generation: watch::Sender::new(live.generation),
             topologies: Mutex::new(Vec::new()),
+            nodes,
+            current: AtomicUsize::new(current),
         });
         let (closing, closing_rx) = watch::channel(false);
         // A root span: the supervisor outlives the call that started it.
@@ -191,7 +215,7 @@ impl Broker {
             connection_name = %core.options.connection_name,
         );
         tokio::spawn(supervise(core.clone(), live, closing_rx).instrument(span));
-        tracing::info!("connected to RabbitMQ");
+        tracing::info!(node = %core.node(current), "connected to RabbitMQ");
         Ok(Broker {
             core,
             lifetime: Arc::new(Lifetime { closing }),
@@ -365,30 +389,97 @@ pub(crate) async fn declare_subscription_on(
     Ok(name)
 }
 
-/// Opens one connection, bounded by the connect timeout.
-async fn open(options: &BrokerOptions) -> Result<Connection, lapin::Error> {
-    let properties = ConnectionProperties::default()
-        .with_connection_name(options.connection_name.clone().into());
-    match tokio::time::timeout(
-        options.connect_timeout,
-        Connection::connect(&options.url, properties),
-    )
-    .await
-    {
-        Ok(result) => result,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no connection within {:?}", options.connect_timeout),
-        )
-        .into()),
+/// The URL once per node: the URL itself when no addresses are given, else with each address
+/// as its host and port.
+fn nodes(options: &BrokerOptions) -> Result<Vec<AMQPUri>, MessagingError> {
+    let invalid = |reason: String| MessagingError::Connect {
+        url: redact_url(&options.url),
+        source: lapin::Error::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            reason,
+        ))
+        .into(),
+    };
+    let uri: AMQPUri = options
+        .url
+        .parse()
+        .map_err(|e| invalid(format!("not an AMQP URL: {e}")))?;
+    if options.addresses.is_empty() {
+        return Ok(vec![uri]);
     }
+    options
+        .addresses
+        .iter()
+        .map(|address| {
+            let (host, port) = address
+                .trim()
+                .rsplit_once(':')
+                .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+                .filter(|(host, _)| !host.is_empty())
+                .ok_or_else(|| invalid(format!("broker address {address:?} is not host:port")))?;
+            let mut node = uri.clone();
+            node.authority.host = host.trim_matches(['[', ']']).to_owned();
+            node.authority.port = port;
+            Ok(node)
+        })
+        .collect()
 }
 
-/// Opens a connection and declares every remembered topology on it.
+/// Where the first connection of a process starts among `count` nodes: anywhere, so that the
+/// replicas of a service do not all pile onto the first node.
+fn spread(count: usize) -> usize {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    // A fresh `RandomState` is randomly keyed: its hash of nothing is a random number.
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    usize::try_from(random % u64::try_from(count.max(1)).unwrap_or(1)).unwrap_or(0)
+}
+
+/// Opens one connection to the first of `nodes` that answers, trying them in turn from `first`,
+/// each bounded by the connect timeout. Returns the index of the node it reached.
+async fn open(
+    options: &BrokerOptions,
+    nodes: &[AMQPUri],
+    first: usize,
+) -> Result<(usize, Connection), lapin::Error> {
+    let mut last_error = None;
+    for index in (0..nodes.len()).map(|i| (first + i) % nodes.len()) {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(options.connection_name.clone().into());
+        let attempt = tokio::time::timeout(
+            options.connect_timeout,
+            Connection::connect_uri(nodes[index].clone(), properties),
+        )
+        .await;
+        let error = match attempt {
+            Ok(Ok(connection)) => return Ok((index, connection)),
+            Ok(Err(error)) => error,
+            Err(_) => std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {:?}", options.connect_timeout),
+            )
+            .into(),
+        };
+        if nodes.len() > 1 {
+            let authority = &nodes[index].authority;
+            tracing::debug!(%error, node = %format!("{}:{}", authority.host, authority.port), "broker node did not answer; trying the next");
+        }
+        last_error = Some(error);
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no broker address").into()
+    }))
+}
+
+/// Opens a connection — to the node after the one just lost first — and declares every
+/// remembered topology on it.
 async fn reconnect(core: &Core) -> Result<Connection, MessagingError> {
-    let connection = open(&core.options)
+    let first = (core.current.load(Ordering::Relaxed) + 1) % core.nodes.len();
+    let (current, connection) = open(&core.options, &core.nodes, first)
         .await
         .map_err(|e| MessagingError::amqp("connect", e))?;
+    core.current.store(current, Ordering::Relaxed);
     let topologies = core.topologies().clone();
     if !topologies.is_empty() {
         let channel = connection
@@ -456,7 +547,11 @@ async fn supervise(core: Arc<Core>, mut live: Live, mut closing: watch::Receiver
         };
         core.link.send_replace(Link::Up(live.clone()));
         core.generation.send_replace(live.generation);
-        tracing::info!(generation = live.generation, "reconnected to RabbitMQ");
+        tracing::info!(
+            generation = live.generation,
+            node = %core.node(core.current.load(Ordering::Relaxed)),
+            "reconnected to RabbitMQ"
+        );
     }
 }
 

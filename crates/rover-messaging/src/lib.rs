@@ -57,8 +57,8 @@ pub use error::{AmqpError, MessagingError, PublishError, RpcError};
 pub use publish::{OutgoingMessage, Publisher};
 pub use rpc::{DIRECT_REPLY_TO, RpcClient, RpcOptions};
 pub use topology::{
-    Permissions, Service, TURN_ROUTING_KEY, Topology, ended_routing_key, stop_routing_key,
-    turn_event_routing_key,
+    Permissions, QueueKind, Service, TURN_ROUTING_KEY, Topology, ended_routing_key,
+    stop_routing_key, turn_event_routing_key,
 };
 pub use trace::{Headers, extract, inject};
 
@@ -70,12 +70,17 @@ pub async fn connect_service(
 ) -> Result<(Broker, Topology), MessagingError> {
     let broker = Broker::connect(BrokerOptions {
         connection_name: connection_name.to_owned(),
+        addresses: settings.addresses.clone(),
         ..BrokerOptions::new(settings.url.expose().clone())
     })
     .await?;
     let topology = Topology::new(settings.prefix.clone())
         .with_delivery_limit(settings.delivery_limit)
         .with_turns_max_length(settings.turns_max_length)
+        .with_tools_queue_kind(match settings.tools_queue {
+            rover_settings::ToolsQueue::Classic => QueueKind::Classic,
+            rover_settings::ToolsQueue::Quorum => QueueKind::Quorum,
+        })
         .passive(!settings.declare_topology);
     broker.declare(&topology).await?;
     Ok((broker, topology))

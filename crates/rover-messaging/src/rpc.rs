@@ -15,7 +15,10 @@ use futures::{FutureExt, StreamExt};
 use lapin::{
     Channel, Consumer, options::BasicConsumeOptions, types::FieldTable, types::ShortString,
 };
-use tokio::{sync::oneshot, time::Instant};
+use tokio::{
+    sync::{oneshot, watch},
+    time::Instant,
+};
 
 use crate::{
     Broker, ConsumerHandle, ConsumerOptions, Delivery, MessagingError, OutgoingMessage,
@@ -84,6 +87,9 @@ struct Inner {
 struct ReplyChannel {
     channel: Channel,
     dispatcher: tokio::task::JoinHandle<()>,
+    /// Turns true when the dispatcher stops: the channel is gone, and with it every reply that
+    /// was to come on it.
+    gone: watch::Receiver<bool>,
 }
 
 impl fmt::Debug for ReplyChannel {
@@ -315,7 +321,7 @@ impl RpcClient {
         reply: &mut oneshot::Receiver<Vec<u8>>,
     ) -> Result<Vec<u8>, PublishError> {
         loop {
-            let channel = self.reply_channel().await?;
+            let (channel, mut gone) = self.reply_channel().await?;
             let confirm = match start_publish(&channel, exchange, request).await {
                 Ok(confirm) => confirm,
                 Err(SendError::Failed(error)) => return Err(error),
@@ -332,7 +338,19 @@ impl RpcClient {
                 verdict = &mut confirmed => verdict,
             };
             match verdict {
-                Ok(()) => return received(reply.await).await,
+                Ok(()) => {
+                    // The request is in the queue; its reply comes on this channel or not at all.
+                    // A channel lost with its connection (a broker node that died, say) is
+                    // replaced at once and the request sent again under the same call id,
+                    // rather than waiting out the attempt's deadline for a reply that cannot come.
+                    tokio::select! {
+                        biased;
+                        answer = &mut *reply => return received(answer).await,
+                        () = lost(&mut gone) => {
+                            tracing::debug!("reply channel lost while waiting for the reply; sending again");
+                        }
+                    }
+                }
                 Err(SendError::Failed(error)) => return Err(error),
                 Err(SendError::Lost(error)) => {
                     // The reply would come on the lost channel: it never will.
@@ -342,15 +360,16 @@ impl RpcClient {
         }
     }
 
-    /// The live reply channel, or a new one (consumer first, as Direct Reply-to requires).
-    async fn reply_channel(&self) -> Result<Channel, PublishError> {
+    /// The live reply channel, or a new one (consumer first, as Direct Reply-to requires), with
+    /// what tells that it is gone.
+    async fn reply_channel(&self) -> Result<(Channel, watch::Receiver<bool>), PublishError> {
         let mut slot = self.inner.reply_channel.lock().await;
         loop {
             if let Some(current) = slot
                 .as_ref()
                 .filter(|c| c.channel.status().connected() && !c.dispatcher.is_finished())
             {
-                return Ok(current.channel.clone());
+                return Ok((current.channel.clone(), current.gone.clone()));
             }
             *slot = None;
             match self.open_reply_channel().await {
@@ -379,14 +398,20 @@ impl RpcClient {
             )
             .await
             .map_err(|e| MessagingError::amqp("consume direct replies", e))?;
-        let dispatcher = tokio::spawn(dispatch(
+        let (gone_tx, gone) = watch::channel(false);
+        let dispatching = dispatch(
             consumer,
             self.inner.pending.clone(),
             self.inner.late_replies.clone(),
-        ));
+        );
+        let dispatcher = tokio::spawn(async move {
+            dispatching.await;
+            gone_tx.send_replace(true);
+        });
         Ok(ReplyChannel {
             channel,
             dispatcher,
+            gone,
         })
     }
 }
@@ -401,6 +426,12 @@ async fn received(
         Ok(reply) => Ok(reply),
         Err(_) => std::future::pending().await,
     }
+}
+
+/// Completes when the reply channel is gone.
+async fn lost(gone: &mut watch::Receiver<bool>) {
+    // An error means the dispatcher's sender was dropped: gone as well.
+    let _ = gone.wait_for(|gone| *gone).await.map(|_| ());
 }
 
 /// Routes each reply to the call waiting for its correlation id; counts the rest.

@@ -53,11 +53,33 @@ pub fn ended_routing_key(thread_id: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     prefix: String,
+    tools_queue_kind: QueueKind,
     delivery_limit: u32,
     consumer_timeout: Duration,
     turns_max_length: u32,
     /// Only check that the topology exists (passive declarations need no rights).
     passive: bool,
+}
+
+/// What kind of queue `{p}.tools` is ([`Topology::with_tools_queue_kind`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueKind {
+    /// A classic queue: the fastest round trip, on one node. The default, for one broker node.
+    #[default]
+    Classic,
+    /// A quorum queue, replicated on every node of a cluster: it outlives any one node. For a
+    /// RabbitMQ cluster ([decision 0011](../../../docs/decisions/0011-rover-on-a-rabbitmq-cluster.md)).
+    Quorum,
+}
+
+impl QueueKind {
+    /// RabbitMQ's name for it (`x-queue-type`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueKind::Classic => "classic",
+            QueueKind::Quorum => "quorum",
+        }
+    }
 }
 
 /// A Rover service, for its broker user's rights.
@@ -101,6 +123,7 @@ impl Topology {
     pub fn new(prefix: impl Into<String>) -> Self {
         Self {
             prefix: prefix.into(),
+            tools_queue_kind: QueueKind::Classic,
             delivery_limit: Self::DEFAULT_DELIVERY_LIMIT,
             consumer_timeout: Self::DEFAULT_CONSUMER_TIMEOUT,
             turns_max_length: Self::DEFAULT_TURNS_MAX_LENGTH,
@@ -161,6 +184,21 @@ impl Topology {
     pub fn with_turns_max_length(mut self, turns_max_length: u32) -> Self {
         self.turns_max_length = turns_max_length;
         self
+    }
+
+    /// Sets the kind of `{p}.tools`: classic (the default) on one node, quorum on a cluster, so that
+    /// tool calls outlive the node the queue would otherwise live on. RabbitMQ refuses to
+    /// redeclare a queue as another kind: switching needs the old queue deleted first
+    /// (operations.md, *A RabbitMQ cluster*).
+    #[must_use]
+    pub fn with_tools_queue_kind(mut self, kind: QueueKind) -> Self {
+        self.tools_queue_kind = kind;
+        self
+    }
+
+    /// The kind of `{p}.tools`.
+    pub fn tools_queue_kind(&self) -> QueueKind {
+        self.tools_queue_kind
     }
 
     /// Sets how many times the turns queue redelivers a message before dead-lettering it.
@@ -324,11 +362,15 @@ impl Topology {
         Ok(())
     }
 
-    /// The tools queue: classic, dead-lettering what a tool server rejects unread. No delivery
-    /// limit and no consumer timeout: a request is settled as soon as a tool server takes it.
+    /// The tools queue: classic or quorum, dead-lettering what a tool server rejects unread. No
+    /// delivery limit and no consumer timeout: a request is settled as soon as a tool server
+    /// takes it.
     fn tools_queue_arguments(&self) -> FieldTable {
         let mut arguments = FieldTable::default();
-        arguments.insert("x-queue-type".into(), long_string("classic"));
+        arguments.insert(
+            "x-queue-type".into(),
+            long_string(self.tools_queue_kind.as_str()),
+        );
         self.dead_letter_to(&mut arguments, &self.tools_queue());
         arguments
     }
@@ -383,10 +425,24 @@ async fn declare_queue(
         durable: true,
         ..QueueDeclareOptions::default()
     };
+    let kind = match arguments.inner().get("x-queue-type") {
+        Some(AMQPValue::LongString(kind)) => kind.to_string(),
+        _ => "classic".to_owned(),
+    };
     channel
         .queue_declare(crate::short(queue)?, options, arguments)
         .await
-        .map_err(|e| MessagingError::amqp(format!("declare queue {queue}"), e))?;
+        .map_err(|e| {
+            // PRECONDITION_FAILED here is most often a queue of the same name and another kind
+            // (amqp.tools_queue changed): RabbitMQ cannot turn one into the other.
+            MessagingError::amqp(
+                format!(
+                    "declare queue {queue} as a {kind} queue (a queue of that name and another \
+                     kind must be deleted first: see operations.md, A RabbitMQ cluster)"
+                ),
+                e,
+            )
+        })?;
     Ok(())
 }
 

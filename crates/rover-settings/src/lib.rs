@@ -112,6 +112,30 @@ mod tests {
     }
 
     #[test]
+    fn broker_addresses_come_as_a_list_or_comma_separated() {
+        Jail::expect_with(|jail| {
+            let s: Example = load(None).map_err(|e| e.to_string())?;
+            assert!(s.amqp.addresses.is_empty(), "one node by default");
+            jail.create_file(
+                "rover.toml",
+                "[amqp]\naddresses = [\"rabbit-0:5672\", \"rabbit-1:5672\"]\n",
+            )?;
+            let s: Example = load(Some(Path::new("rover.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(s.amqp.addresses, ["rabbit-0:5672", "rabbit-1:5672"]);
+            jail.set_env(
+                "ROVER_AMQP__ADDRESSES",
+                "127.0.0.1:5681, 127.0.0.1:5682,127.0.0.1:5683",
+            );
+            let s: Example = load(Some(Path::new("rover.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(
+                s.amqp.addresses,
+                ["127.0.0.1:5681", "127.0.0.1:5682", "127.0.0.1:5683"]
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
     fn secrets_never_print() {
         Jail::expect_with(|jail| {
             jail.set_env("ROVER_DATABASE__URL", "postgres://app:hunter2@db/rover");

@@ -13,6 +13,13 @@ use crate::Secret;
 pub struct AmqpSettings {
     /// `amqp://user:password@host:port/vhost` (the vhost URL-encoded: `%2f` is `/`).
     pub url: Secret<String>,
+    /// `host:port` of each node of a RabbitMQ cluster, reached with the URL's user, password and
+    /// vhost; a service connects to one, and when it is lost, to the next that answers. Empty
+    /// (the default): the URL's host alone — one node, or in Kubernetes the one Service in front
+    /// of the cluster. In the environment, comma-separated:
+    /// `ROVER_AMQP__ADDRESSES=10.0.0.1:5672,10.0.0.2:5672,10.0.0.3:5672`.
+    #[serde(deserialize_with = "list_or_comma_separated")]
+    pub addresses: Vec<String>,
     /// Prefix of every exchange and queue name, so several deployments can share a broker.
     pub prefix: String,
     /// Unacknowledged messages a consumer holds at once.
@@ -26,6 +33,10 @@ pub struct AmqpSettings {
     /// Most turns the turns queue holds; a turn published beyond it is refused (the gateway
     /// answers 503). Part of the queue's declaration, so every service must use the same value.
     pub turns_max_length: u32,
+    /// The kind of the tools queue: `classic` (the default: the fastest tool hop, on one node) or
+    /// `quorum` (replicated, so tool calls outlive a node of a RabbitMQ cluster). Part of the
+    /// queue's declaration, so every service must use the same value.
+    pub tools_queue: ToolsQueue,
     /// Declare the exchanges, queues and bindings at start-up (needs the `configure` right on
     /// them). `false`: only check they exist, as a least-privilege service user must (the
     /// topology is then declared once by `rover-toolserver broker setup` as an administrator).
@@ -36,15 +47,50 @@ impl Default for AmqpSettings {
     fn default() -> Self {
         Self {
             url: Secret::new("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned()),
+            addresses: Vec::new(),
             prefix: "rover".to_owned(),
             prefetch: 16,
             delivery_limit: 5,
             rpc_attempt_timeout_ms: 10_000,
             rpc_attempts: 3,
             turns_max_length: 10_000,
+            tools_queue: ToolsQueue::Classic,
             declare_topology: true,
         }
     }
+}
+
+/// The kind of the tools queue ([`AmqpSettings::tools_queue`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolsQueue {
+    /// A classic queue, on one node.
+    #[default]
+    Classic,
+    /// A quorum queue, replicated on every node of a cluster.
+    Quorum,
+}
+
+/// A list given as a list (TOML) or as one comma-separated string (an environment variable).
+fn list_or_comma_separated<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        List(Vec<String>),
+        Text(String),
+    }
+    let items = match Given::deserialize(deserializer)? {
+        Given::List(items) => items,
+        Given::Text(text) => text.split(',').map(str::to_owned).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|item| item.trim().to_owned())
+        .filter(|item| !item.is_empty())
+        .collect())
 }
 
 /// Postgres.

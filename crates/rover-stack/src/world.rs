@@ -38,6 +38,12 @@ impl World {
     pub fn service_env(&self) -> Env {
         let mut env = Env::new();
         env.insert("ROVER_AMQP__URL".into(), self.vhost.url());
+        let addresses = self.vhost.addresses();
+        if !addresses.is_empty() {
+            // A vhost on the local cluster: every node, and a tools queue that outlives one.
+            env.insert("ROVER_AMQP__ADDRESSES".into(), addresses.join(","));
+            env.insert("ROVER_AMQP__TOOLS_QUEUE".into(), "quorum".into());
+        }
         env.insert("ROVER_DATABASE__URL".into(), self.db.app_url().to_owned());
         env.insert("ROVER_HTTP__LISTEN".into(), "127.0.0.1:0".into());
         // The gateway's metrics listener (the other services have none of this name), so stacks,

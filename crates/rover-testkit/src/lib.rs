@@ -36,11 +36,130 @@ pub fn rabbitmqctl(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// The three-node RabbitMQ cluster of `scripts/rabbitmq-cluster.sh`, beside the default node: what
+/// the chaos suite kills nodes of and `make bench` measures the cluster on.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalCluster;
+
+impl LocalCluster {
+    /// The nodes, numbered as the script numbers them.
+    pub const NODES: [usize; 3] = [1, 2, 3];
+
+    fn script() -> PathBuf {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/rabbitmq-cluster.sh"
+        ))
+    }
+
+    fn run(args: &[&str]) -> String {
+        let output = Command::new(Self::script())
+            .args(args)
+            .output()
+            .expect("scripts/rabbitmq-cluster.sh runs");
+        assert!(
+            output.status.success(),
+            "scripts/rabbitmq-cluster.sh {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Starts the three nodes and joins them if they are not up yet (idempotent); returns once
+    /// the cluster is healthy.
+    pub fn start() -> LocalCluster {
+        Self::run(&["start"]);
+        LocalCluster
+    }
+
+    /// `host:port` of node `n`'s AMQP listener.
+    pub fn address(self, n: usize) -> String {
+        let base: u16 = std::env::var("ROVER_CLUSTER_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(5681);
+        format!("127.0.0.1:{}", base + u16::try_from(n - 1).unwrap_or(0))
+    }
+
+    /// Every node's address, as `amqp.addresses` takes them.
+    pub fn addresses(self) -> Vec<String> {
+        Self::NODES.iter().map(|n| self.address(*n)).collect()
+    }
+
+    /// `rabbitmqctl` against node `n`; panics if it fails.
+    pub fn ctl(self, n: usize, args: &[&str]) -> String {
+        let n = n.to_string();
+        let mut all = vec!["ctl", n.as_str()];
+        all.extend_from_slice(args);
+        Self::run(&all)
+    }
+
+    /// Whether node `n` answers.
+    pub fn is_running(self, n: usize) -> bool {
+        Command::new(Self::script())
+            .args(["running", &n.to_string()])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// A node that answers (the first), for commands about the whole cluster.
+    pub fn live_node(self) -> usize {
+        Self::NODES
+            .into_iter()
+            .find(|n| self.is_running(*n))
+            .expect("a live cluster node")
+    }
+
+    /// `kill -9` on node `n`'s Erlang VM: the node dies with no goodbye to anyone.
+    pub fn kill(self, n: usize) {
+        let pid = Self::run(&["pid", &n.to_string()]);
+        let status = Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -9 {pid}");
+    }
+
+    /// Starts node `n` again (after [`LocalCluster::kill`]); it rejoins from its own data.
+    pub fn start_node(self, n: usize) {
+        Self::run(&["start-node", &n.to_string()]);
+    }
+
+    /// Node `n` of the node name `rover-c<n>@…`.
+    pub fn node_of(name: &str) -> Option<usize> {
+        name.strip_prefix("rover-c")?
+            .split('@')
+            .next()?
+            .parse()
+            .ok()
+    }
+}
+
+/// Where a [`TestVhost`] lives.
+#[derive(Debug, Clone, Copy)]
+enum Host {
+    /// The default node on 5672.
+    Default,
+    /// The local three-node cluster.
+    Cluster(LocalCluster),
+}
+
+impl Host {
+    fn ctl(self, args: &[&str]) -> String {
+        match self {
+            Host::Default => rabbitmqctl(args),
+            Host::Cluster(cluster) => cluster.ctl(cluster.live_node(), args),
+        }
+    }
+}
+
 /// A RabbitMQ vhost that exists for one test and is deleted, with everything in it, when dropped.
 #[derive(Debug)]
 pub struct TestVhost {
     /// The vhost's name (`rover-test-<uuid>`).
     pub name: String,
+    host: Host,
 }
 
 impl TestVhost {
@@ -49,7 +168,54 @@ impl TestVhost {
         let name = format!("rover-test-{}", uuid::Uuid::new_v4());
         rabbitmqctl(&["add_vhost", &name]);
         rabbitmqctl(&["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"]);
-        Self { name }
+        Self {
+            name,
+            host: Host::Default,
+        }
+    }
+
+    /// Creates the vhost on the local cluster (started if it is not up), with `guest`'s rights.
+    pub fn create_on(cluster: LocalCluster) -> Self {
+        let name = format!("rover-test-{}", uuid::Uuid::new_v4());
+        let node = cluster.live_node();
+        cluster.ctl(node, &["-q", "add_vhost", &name]);
+        cluster.ctl(
+            node,
+            &[
+                "-q",
+                "set_permissions",
+                "-p",
+                &name,
+                "guest",
+                ".*",
+                ".*",
+                ".*",
+            ],
+        );
+        Self {
+            name,
+            host: Host::Cluster(cluster),
+        }
+    }
+
+    /// The cluster this vhost is on, if it is.
+    pub fn cluster(&self) -> Option<LocalCluster> {
+        match self.host {
+            Host::Default => None,
+            Host::Cluster(cluster) => Some(cluster),
+        }
+    }
+
+    /// `host:port` of every node, for `amqp.addresses`: empty on the default node.
+    pub fn addresses(&self) -> Vec<String> {
+        self.cluster()
+            .map(LocalCluster::addresses)
+            .unwrap_or_default()
+    }
+
+    /// `rabbitmqctl` on whichever node holds this vhost (a live one of the cluster).
+    fn ctl(&self, args: &[&str]) -> String {
+        self.host.ctl(args)
     }
 
     /// The AMQP URL of this vhost through `host` (RabbitMQ itself, or a proxy in front of it).
@@ -57,19 +223,34 @@ impl TestVhost {
         format!("amqp://guest:guest@{host}/{}", self.name)
     }
 
-    /// The AMQP URL of this vhost on the local broker.
+    /// The AMQP URL of this vhost on the local broker (the cluster's first node for a vhost on
+    /// the cluster: [`TestVhost::addresses`] names the others).
     pub fn url(&self) -> String {
-        self.url_via(SocketAddr::from(([127, 0, 0, 1], 5672)))
+        match self.host {
+            Host::Default => self.url_via(SocketAddr::from(([127, 0, 0, 1], 5672))),
+            Host::Cluster(cluster) => {
+                format!("amqp://guest:guest@{}/{}", cluster.address(1), self.name)
+            }
+        }
     }
 
     /// Has the broker close every connection of this vhost, and only this vhost.
     pub async fn close_all_connections(&self) {
         let name = self.name.clone();
+        let host = self.host;
         tokio::task::spawn_blocking(move || {
-            rabbitmqctl(&["close_all_connections", "--vhost", &name, "test"])
+            host.ctl(&["close_all_connections", "--vhost", &name, "test"])
         })
         .await
         .expect("rabbitmqctl task");
+    }
+
+    /// The node (1-3) leading quorum queue `queue` of this vhost on the cluster.
+    pub fn leader(&self, queue: &str) -> Option<usize> {
+        self.list("list_queues", &["name", "leader"])
+            .iter()
+            .find(|q| q["name"] == queue)
+            .and_then(|q| LocalCluster::node_of(q["leader"].as_str()?))
     }
 
     /// `rabbitmqctl list_<what> -p <vhost> <columns> --formatter json`, parsed; `arguments`
@@ -78,7 +259,7 @@ impl TestVhost {
         let mut args = vec![what, "-p", &self.name, "--formatter", "json", "-q"];
         args.extend_from_slice(columns);
         let mut rows: Vec<serde_json::Value> =
-            serde_json::from_str(&rabbitmqctl(&args)).expect("rabbitmqctl prints JSON");
+            serde_json::from_str(&self.ctl(&args)).expect("rabbitmqctl prints JSON");
         // Arguments come as [name, type, value] triples: make them an object.
         for row in &mut rows {
             if let Some(triples) = row.get("arguments").and_then(|a| a.as_array()) {
@@ -95,9 +276,23 @@ impl TestVhost {
 
 impl Drop for TestVhost {
     fn drop(&mut self) {
-        let _ = Command::new("rabbitmqctl")
-            .args(["delete_vhost", &self.name])
-            .output();
+        match self.host {
+            Host::Default => {
+                let _ = Command::new("rabbitmqctl")
+                    .args(["delete_vhost", &self.name])
+                    .output();
+            }
+            Host::Cluster(cluster) => {
+                if let Some(node) = LocalCluster::NODES
+                    .into_iter()
+                    .find(|n| cluster.is_running(*n))
+                {
+                    let _ = Command::new(LocalCluster::script())
+                        .args(["ctl", &node.to_string(), "delete_vhost", &self.name])
+                        .output();
+                }
+            }
+        }
     }
 }
 

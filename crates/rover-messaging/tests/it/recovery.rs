@@ -210,3 +210,81 @@ async fn after_a_broker_outage_the_supervisor_reconnects_with_backoff_and_everyt
     broker.close().await;
     assert!(!broker.is_ready());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_several_broker_addresses_a_lost_node_is_replaced_by_one_that_answers() {
+    // Two "nodes" of one broker: proxies that can each be cut on their own.
+    let vhost = TestVhost::create();
+    let (first, second) = (Proxy::start().await, Proxy::start().await);
+    let mut node_options = options(vhost.url_via(first.addr));
+    node_options.addresses = vec![first.addr.to_string(), second.addr.to_string()];
+
+    // A node down at start-up is skipped, whichever node the broker tries first.
+    first.cut();
+    let broker = within("connect", Broker::connect(node_options))
+        .await
+        .expect("connects to the node that answers");
+    let topology = Topology::default();
+    within("declare", broker.declare(&topology))
+        .await
+        .expect("declares");
+    let (_worker, mut received) = collect(&broker, &topology.turns_queue(), 10).await;
+    let publisher = broker.publisher();
+    let turns = topology.turns_exchange();
+    within(
+        "publish",
+        publisher.publish(
+            &turns,
+            TURN_ROUTING_KEY,
+            OutgoingMessage::new("on the second"),
+        ),
+    )
+    .await
+    .expect("publishes");
+    assert_eq!(body(&next(&mut received).await), "on the second");
+
+    // The second node dies for good; the first is back: the connection moves to it.
+    let mut generation = broker.connected();
+    first.restore();
+    second.cut();
+    within(
+        "reconnect to the other node",
+        generation.wait_for(|g| *g >= 2),
+    )
+    .await
+    .expect("broker alive");
+    within(
+        "publish",
+        publisher.publish(
+            &turns,
+            TURN_ROUTING_KEY,
+            OutgoingMessage::new("on the first"),
+        ),
+    )
+    .await
+    .expect("publishes on the node that answers");
+    // (The first message may come again: its ack may have been lost with the second node.)
+    while body(&next(&mut received).await) != "on the first" {}
+    broker.close().await;
+}
+
+#[tokio::test]
+async fn a_broker_address_that_is_not_host_and_port_is_refused_by_name() {
+    let mut bad = options("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+    bad.addresses = vec!["127.0.0.1:5672".to_owned(), "rabbit-1".to_owned()];
+    let error = Broker::connect(bad).await.expect_err("refused");
+    let text = format!("{:#}", anyhow_chain(&error));
+    assert!(text.contains("\"rabbit-1\" is not host:port"), "{text}");
+}
+
+/// An error and its sources, one line.
+fn anyhow_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -379,3 +379,74 @@ async fn at_most_prefetch_requests_run_at_once_though_each_is_settled_before_it_
     }
     assert_eq!(most.load(Ordering::SeqCst), 2, "two handlers at most");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_whose_connection_dies_while_it_waits_sends_again_at_once_on_a_new_one() {
+    // The tool server stays up; the caller's connection (through a proxy) dies while the
+    // request is being served, as when the broker node it was connected to goes down. Its reply
+    // can never arrive: the caller must not wait out its attempt deadline before asking again.
+    let app = spawn_app().await;
+    let started = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let _server = within(
+        "start server",
+        app.broker
+            .serve_rpc(&app.topology.tools_queue(), ConsumerOptions::default(), {
+                let (started, release, runs) = (started.clone(), release.clone(), runs.clone());
+                move |request| {
+                    let (started, release) = (started.clone(), release.clone());
+                    let first = runs.fetch_add(1, Ordering::SeqCst) == 0;
+                    Some(async move {
+                        if first {
+                            started.notify_one();
+                            release.notified().await;
+                        }
+                        request.body
+                    })
+                }
+            }),
+    )
+    .await
+    .expect("serves");
+    let proxy = crate::helpers::Proxy::start().await;
+    let caller = within(
+        "connect the caller",
+        rover_messaging::Broker::connect(crate::helpers::options(app.vhost.url_via(proxy.addr))),
+    )
+    .await
+    .expect("connects");
+    let deadline = Duration::from_secs(60);
+    let client = caller.rpc_client(RpcOptions {
+        attempt_timeout: deadline,
+        attempts: 2,
+    });
+    let exchange = app.topology.tools_exchange();
+    let call = tokio::spawn(async move {
+        let began = Instant::now();
+        let reply = client
+            .call(&exchange, "echo", "call-moved", b"pong".to_vec())
+            .await;
+        (reply, began.elapsed())
+    });
+    within("the request is running", started.notified()).await;
+    let mut refused = proxy.refused();
+    proxy.cut();
+    // Cut for sure (the caller's reconnect was refused) before the way back opens.
+    within("the caller is cut off", refused.wait_for(|n| *n >= 1))
+        .await
+        .expect("proxy alive");
+    proxy.restore();
+    let (reply, took) = within("the call is answered", call).await.expect("task");
+    assert_eq!(reply.expect("replies"), b"pong");
+    assert!(
+        took < deadline / 4,
+        "asked again at once, not after {deadline:?}: {took:?}"
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "sent again under the same call id"
+    );
+    release.notify_one();
+}

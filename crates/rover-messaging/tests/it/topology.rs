@@ -147,3 +147,55 @@ async fn every_tool_event_reaches_the_tools_queue_and_turn_events_reach_their_su
         "{result:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_cluster_the_tools_queue_is_a_quorum_queue_and_a_classic_one_of_its_name_is_named_in_the_error()
+ {
+    use rover_messaging::QueueKind;
+    let app = crate::helpers::spawn_app_with(
+        Topology::new("quorum").with_tools_queue_kind(QueueKind::Quorum),
+    )
+    .await;
+    let queues = app
+        .vhost
+        .list("list_queues", &["name", "type", "arguments"]);
+    let tools = find(&queues, "name", "quorum.tools");
+    assert_eq!(tools["type"], "quorum", "{tools}");
+    assert!(
+        tools["arguments"].get("x-delivery-limit").is_none(),
+        "settled before it runs: no delivery limit: {tools}"
+    );
+    // Every request still reaches a tool server and its reply the caller.
+    let _server = within(
+        "serve",
+        app.broker.serve_rpc(
+            &app.topology.tools_queue(),
+            ConsumerOptions::default(),
+            |request| Some(async move { request.body }),
+        ),
+    )
+    .await
+    .expect("serves");
+    let reply = within(
+        "call",
+        app.broker
+            .rpc_client(rover_messaging::RpcOptions::default())
+            .call(&app.topology.tools_exchange(), "echo", "c1", b"hi".to_vec()),
+    )
+    .await
+    .expect("replies");
+    assert_eq!(reply, b"hi");
+
+    // An existing deployment's classic queue cannot become a quorum one: the error says which
+    // queue, which kind, and where the way forward is written.
+    let classic = Topology::new("quorum");
+    let error = within("declare as classic", app.broker.declare(&classic))
+        .await
+        .expect_err("refused");
+    let text = error.to_string();
+    assert!(
+        text.contains("declare queue quorum.tools as a classic queue")
+            && text.contains("A RabbitMQ cluster"),
+        "{text}"
+    );
+}
