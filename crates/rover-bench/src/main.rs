@@ -8,8 +8,8 @@
 //! `report` (table and JSON).
 
 mod approval;
-mod cpu;
 mod cluster;
+mod cpu;
 mod floor;
 mod procs;
 mod report;

@@ -332,9 +332,10 @@ async fn the_rekeying_migrations_keep_every_row_and_every_foreign_key() {
     let keys_before = foreign_keys(&mut conn).await;
 
     // The re-keying, as `db setup` applies it.
-    for migration in MIGRATOR.iter().filter(|m| {
-        (FIRST_SHARDING_MIGRATION..=LAST_SHARDING_MIGRATION).contains(&m.version)
-    }) {
+    for migration in MIGRATOR
+        .iter()
+        .filter(|m| (FIRST_SHARDING_MIGRATION..=LAST_SHARDING_MIGRATION).contains(&m.version))
+    {
         conn.apply(migration).await.unwrap();
     }
 
