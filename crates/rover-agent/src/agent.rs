@@ -24,6 +24,9 @@ pub struct AgentTool {
     pub definition: &'static Value,
     /// Checks arguments against exactly that definition's schema.
     validator: Option<&'static jsonschema::Validator>,
+    /// For a tool Rover holds from one of its specialists: that specialist, who makes the call
+    /// (`run::Routes`). `None` for an agent's own tool.
+    pub via: Option<Subagent>,
 }
 
 impl AgentTool {
@@ -33,6 +36,15 @@ impl AgentTool {
             contract,
             definition: &definition.value,
             validator: definition.validator.as_ref(),
+            via: None,
+        }
+    }
+
+    /// The same tool, held by Rover from the specialist `role` that makes its calls.
+    pub(crate) fn via(self, role: Subagent) -> Self {
+        Self {
+            via: Some(role),
+            ..self
         }
     }
 }
@@ -144,7 +156,8 @@ impl Agent {
             .map(|t| t.contract.name.to_owned())
             .collect();
         for specialist in &self.subagents {
-            elsewhere.extend(specialist.tools.iter().filter(|t| takes(t)).map(|t| {
+            let theirs_only = |t: &&AgentTool| takes(t) && self.tool(t.contract.name).is_none();
+            elsewhere.extend(specialist.tools.iter().filter(theirs_only).map(|t| {
                 format!(
                     "{} (the {} specialist's: call task with subagent \"{}\" and a description \
                      of the work)",

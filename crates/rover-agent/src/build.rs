@@ -16,7 +16,8 @@ pub fn build_agent(context: &RuntimeContext, skills: &SkillLibrary, mounts: Moun
         .map(|s| build_subagent(context, skills, mounts, s))
         .collect();
     let delegates: Vec<Subagent> = subagents.iter().filter_map(|a| a.subagent).collect();
-    let tools = select_tools(context, Owner::Rover, mounts, &delegates);
+    let mut tools = select_tools(context, Owner::Rover, mounts, &delegates);
+    tools.extend(held_from(&subagents));
     let skills: Vec<SkillRef> = skills
         .for_agent(None)
         .into_iter()
@@ -52,6 +53,21 @@ pub(crate) fn build_subagent(
         skills,
         system_prompt,
     }
+}
+
+/// The tools Rover holds from its specialists: each one's RPC tools, which a call hands to that
+/// specialist (`AgentTool::via`). A small model makes the call the staff member asked for when it
+/// is offered; asked to pick a specialist and describe the work, it picks the wrong one or
+/// describes a different task (decision 0012).
+fn held_from(subagents: &[Agent]) -> impl Iterator<Item = AgentTool> + '_ {
+    subagents.iter().flat_map(|agent| {
+        let role = agent.subagent;
+        agent
+            .tools
+            .iter()
+            .filter(|t| matches!(t.contract.kind, ToolKind::Rpc { .. }))
+            .filter_map(move |t| Some(t.via(role?)))
+    })
 }
 
 /// The local tools every subagent gets besides its own RPC tools.

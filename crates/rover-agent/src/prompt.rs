@@ -6,8 +6,8 @@
 //! when there is one, is appended after all of it (`run`).
 //!
 //! What earns its tokens: the tool list is names only (the request's `tools` carry each
-//! description and schema, and chat templates render them); the roster says what each specialist
-//! does, not its tools (a small model calls those directly); the context leaves out the ids no
+//! description and schema, and chat templates render them), and a tool Rover holds from a
+//! specialist says whose it is; the roster says what each specialist does; the context leaves out the ids no
 //! tool takes (user, profile, school, academic year) and empty attachments.
 
 use std::fmt::Write as _;
@@ -52,8 +52,9 @@ const SUPERVISOR_LAST: &str = "\
 guess.
 - If the staff member asks for something listed under what they cannot do, answer in one \
 sentence that they cannot, and why; do not delegate it and call no tool.
-- Work of a specialist below (attendance, marks, teaching assignments) is done by calling task \
-with that specialist's name and a description that has every detail from the staff member's \
+- For attendance, marks and teaching assignments, call the tool for it from your list yourself, \
+with the names the staff member used: its specialist makes the call for you. Call task only for \
+work that needs several steps, with a description that has every detail from the staff member's \
 message: the specialist sees nothing else of this chat.";
 
 /// Rover's prompt.
@@ -136,10 +137,11 @@ pub(crate) fn subagent(
 fn push_tools(prompt: &mut String, tools: &[AgentTool]) {
     let _ = write!(prompt, "\n{TOOLS_HEADING}\n");
     for tool in tools {
-        let kind = if is_write(tool) {
-            " (changes data)"
-        } else {
-            ""
+        let kind = match (is_write(tool), tool.via) {
+            (true, Some(role)) => format!(" (changes data; the {} specialist's)", role.name()),
+            (false, Some(role)) => format!(" (the {} specialist's)", role.name()),
+            (true, None) => " (changes data)".to_owned(),
+            (false, None) => String::new(),
         };
         let _ = writeln!(prompt, "- {}{kind}", tool.contract.name);
     }

@@ -2,7 +2,7 @@
 //! them (concurrently within a step), feed the envelopes back, until the model answers without
 //! tool calls, asks the user a question, or the step limit is reached.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use rover_contracts::tools::{Effect, ToolKind};
@@ -38,6 +38,9 @@ struct Outcome {
     /// A subagent's answer claimed a change though its loop wrote nothing (see
     /// [`Loop::unfounded`]); its text was not shown.
     unfounded: bool,
+    /// A subagent's loop that made one call Rover handed it ([`Routes`]): that call's result,
+    /// which is the `task`'s.
+    passed: Option<AgentToolResult<Value>>,
 }
 
 /// What one call of a step came to.
@@ -95,7 +98,11 @@ async fn settle(
     // Stopped: nothing new starts; a write that already ran in this reply does not run again.
     // The call gets a result the model (and the Hub) reads.
     let (envelope, denied) = if deps.stop.is_requested() || repeat {
-        (not_run(call, repeat), false)
+        let name = run
+            .routes
+            .get(&call.id)
+            .map_or(&call.name, |carried| &carried.name);
+        (not_run(name, repeat), false)
     } else {
         match gate(call, &checked, deps).await? {
             Gate::Pending { approval_id } => {
@@ -105,10 +112,12 @@ async fn settle(
             }
             Gate::Denied { reason } => (approval::denial(reason.as_deref()), true),
             Gate::Refused(error) => (AgentToolResult::error(error), false),
-            Gate::Run => match execute(agent, call, checked, deps, said).await {
-                Some(envelope) => (envelope, false),
-                None => return Ok(Settled::Pending { approval_id: None }),
-            },
+            Gate::Run => {
+                match execute(agent, call, checked, deps, said, run.routes.get(&call.id)).await {
+                    Some(envelope) => (envelope, false),
+                    None => return Ok(Settled::Pending { approval_id: None }),
+                }
+            }
         }
     };
     let stored = if denied {
@@ -167,14 +176,13 @@ async fn gate(call: &Call, checked: &Checked<'_>, deps: TurnDeps<'_>) -> Result<
     }
 }
 
-/// The result of a call that does not run: the turn was stopped, or it `repeat`s a write this
-/// reply already made.
-fn not_run(call: &Call, repeat: bool) -> AgentToolResult<Value> {
+/// The result of a call (to the tool `name`) that does not run: the turn was stopped, or it
+/// `repeat`s a write this reply already made.
+fn not_run(name: &str, repeat: bool) -> AgentToolResult<Value> {
     AgentToolResult::error(if repeat {
         format!(
-            "Not run again: {} already ran with these arguments in this reply, and its result is \
-             above. If the request is done, answer the staff member.",
-            call.name
+            "Not run again: {name} already ran with these arguments in this reply, and its result \
+             is above. If the request is done, answer the staff member."
         )
     } else {
         crate::stop::NOT_RUN.to_owned()
@@ -233,9 +241,16 @@ async fn run_after(
     conversation.push(json!({ "role": "system", "content": agent.system_prompt }));
     conversation.extend(history);
     conversation.push(first);
-    run_loop(agent, "", complete_tool_results(conversation), deps, said)
-        .instrument(invoke_agent_span(agent, deps))
-        .await
+    run_loop(
+        agent,
+        "",
+        complete_tool_results(conversation),
+        deps,
+        said,
+        None,
+    )
+    .instrument(invoke_agent_span(agent, deps))
+    .await
 }
 
 /// The span of one agent's run (Rover's, or a subagent's under its `task` call), as the
@@ -253,18 +268,23 @@ fn invoke_agent_span(agent: &Agent, deps: TurnDeps<'_>) -> tracing::Span {
 }
 
 /// The agent loop of `agent`, journalled under `key` (`""` for Rover, the `task` call id for a
-/// subagent); its writes are held to what the staff member `said`.
+/// subagent); its writes are held to what the staff member `said`. A subagent handed a call of
+/// Rover's (`carried`, see [`Routes`]) makes that call as its one step and passes its result on.
 async fn run_loop(
     agent: &Agent,
     key: &str,
     conversation: Vec<Value>,
     deps: TurnDeps<'_>,
     said: &Said,
+    carried: Option<Call>,
 ) -> Result<Outcome, TurnError> {
     let mut run = Loop {
         agent,
         key,
         said,
+        carried,
+        routes: Routes::default(),
+        passed: None,
         // Call ids are unique in the turn: a subagent's carry the `task` call that started it.
         prefix: agent
             .subagent
@@ -297,6 +317,12 @@ struct Loop<'a, 'd> {
     key: &'a str,
     /// What the staff member said, which a write's arguments are held to.
     said: &'a Said,
+    /// A subagent's: the call of Rover's it was handed, made as its one step.
+    carried: Option<Call>,
+    /// Rover's: the step's calls to tools it holds from a specialist, each now a `task`.
+    routes: Routes,
+    /// A carried call's result, once it has one.
+    passed: Option<AgentToolResult<Value>>,
     prefix: String,
     deps: TurnDeps<'d>,
     conversation: Vec<Value>,
@@ -338,6 +364,25 @@ impl Loop<'_, '_> {
             return;
         }
         self.send(event);
+    }
+
+    /// `event` as the client sees it: Rover's call to a tool it holds from a specialist starts as
+    /// the `task` it becomes ([`Loop::route`]).
+    fn routed(&self, event: TurnEventKind) -> TurnEventKind {
+        match event {
+            TurnEventKind::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                ..
+            } if self.agent.tool(&tool_name).is_some_and(|t| t.via.is_some()) => {
+                TurnEventKind::ToolInputStart {
+                    tool_call_id,
+                    tool_name: TASK.to_owned(),
+                    label: local::label(TASK),
+                }
+            }
+            event => event,
+        }
     }
 
     fn send(&self, event: TurnEventKind) {
@@ -385,6 +430,7 @@ impl Loop<'_, '_> {
         let Some(Answered { text, calls, prior }) = self.answer(step).await? else {
             return Ok(Some(self.stopped_with(String::new())));
         };
+        let calls = self.route(calls);
         let inputs: Vec<Result<Value, InvalidCall>> = calls
             .iter()
             .map(|c| parse_arguments(&c.arguments))
@@ -445,30 +491,93 @@ impl Loop<'_, '_> {
         if live {
             self.emit(TurnEventKind::FinishStep);
         }
+        Ok(self.after(step, text, &calls, refused, paused, ask))
+    }
+
+    /// Whether the loop ends after a step whose calls have their results (`paused`: one waits
+    /// for approval; `ask`: one raised a question), and how.
+    fn after(
+        &mut self,
+        step: u32,
+        text: String,
+        calls: &[Call],
+        refused: bool,
+        paused: bool,
+        ask: Option<Ask>,
+    ) -> Option<Outcome> {
         // Every call reached for a write the caller was not given (each got its refusal): Rover
         // answers plainly from what the turn's context says they may do, instead of showing the
         // model a refusal it would repeat or work around.
         if refused && let Some(answer) = calls.iter().find_map(|c| self.agent.cannot_do(&c.name)) {
-            return Ok(Some(self.say("cannot", &answer, FinishReason::Stop)));
+            return Some(self.say("cannot", &answer, FinishReason::Stop));
         }
         if self.refused_steps >= 2 {
             // Corrected once and still no call that can run: say so rather than loop.
-            return Ok(Some(self.say("refused", CANNOT_CALL, FinishReason::Stop)));
+            return Some(self.say("refused", CANNOT_CALL, FinishReason::Stop));
         }
         if paused {
             // The turn ends here; the staff member's answer continues it (`TurnInput::Continue`).
-            return Ok(Some(self.end(text, FinishReason::ToolCalls, true)));
+            return Some(self.end(text, FinishReason::ToolCalls, true));
         }
         if let Some(ask) = ask
             && !self.deps.stop.is_requested()
         {
-            return Ok(Some(self.ask(step, text, ask)));
+            return Some(self.ask(step, text, ask));
         }
         // Stopped while the step's calls ran: they finished and are kept; nothing follows.
         if self.deps.stop.is_requested() {
-            return Ok(Some(self.stopped_with(text)));
+            return Some(self.stopped_with(text));
         }
-        Ok(None)
+        // A carried call made: its result is the `task`'s, for Rover's model to read.
+        if self.carried.is_some() {
+            return Some(Outcome {
+                passed: self.passed.take(),
+                ..self.end(text, FinishReason::Stop, false)
+            });
+        }
+        None
+    }
+
+    /// Rover's calls as they run: a call to a tool it holds from a specialist becomes a `task`
+    /// for that specialist (same id), carrying the call; `self.routes` keeps what each carries.
+    /// The rewrite is a function of the model's answer, so a replayed step routes the same way.
+    fn route(&mut self, calls: Vec<Call>) -> Vec<Call> {
+        self.routes = Routes::default();
+        calls
+            .into_iter()
+            .map(|call| {
+                let Some(role) = self.agent.tool(&call.name).and_then(|t| t.via) else {
+                    return call;
+                };
+                let description = self.said.request().map_or_else(
+                    || format!("Make this {} call for the staff member.", call.name),
+                    |request| request.chars().take(4000).collect(),
+                );
+                let task = Call {
+                    id: call.id.clone(),
+                    name: TASK.to_owned(),
+                    arguments: json!({ "subagent": role.name(), "description": description })
+                        .to_string(),
+                };
+                let carried = Call {
+                    id: format!("{}/{}-0-routed", call.id, role.name()),
+                    ..call
+                };
+                self.routes.0.insert(task.id.clone(), carried);
+                task
+            })
+            .collect()
+    }
+
+    /// A call's write key ([`write_key`]); a `task` carrying a write has that write's.
+    fn write_key(&self, call: &Call, checked: &Checked<'_>) -> Option<(String, String)> {
+        let Some(carried) = self.routes.get(&call.id) else {
+            return write_key(call, checked);
+        };
+        let tool = self.agent.tool(&carried.name)?;
+        let args = parse_arguments(&carried.arguments).ok()?;
+        (tool.contract.effect == Effect::Write)
+            .then(|| (carried.name.clone(), self.said.hold(tool, args).to_string()))
     }
 
     /// The step's model answer: replayed from the journal, or streamed now and recorded. `None`:
@@ -481,15 +590,22 @@ impl Loop<'_, '_> {
         if recorded.is_none() && deps.stop.is_requested() {
             return Ok(None);
         }
-        let emit_step = |event| self.emit_unless(prior, event);
+        let emit_step = |event| self.emit_unless(prior, self.routed(event));
         emit_step(TurnEventKind::StartStep);
         let step_name = format!("{}{step}", self.prefix);
         if let Some(assistant) = recorded {
             let (text, calls) = replay_model(assistant, &step_name, &emit_step);
             return Ok(Some(Answered { text, calls, prior }));
         }
+        // A carried call is this loop's first step, as if its model had made it.
+        if let Some(carried) = self.carried.as_ref().filter(|_| step == 0) {
+            let assistant = assistant_message("", std::slice::from_ref(carried));
+            record(deps, self.key, step, MODEL_PART, assistant.clone()).await?;
+            let (text, calls) = replay_model(&assistant, &step_name, &emit_step);
+            return Ok(Some(Answered { text, calls, prior }));
+        }
         let tools = self.agent.tool_definitions();
-        let emit = |event| self.emit(event);
+        let emit = |event| self.emit(self.routed(event));
         let answer = stream_step(deps, &self.conversation, &tools, &step_name, &emit)
             .instrument(chat_span(self.agent, deps))
             .await?;
@@ -525,7 +641,12 @@ impl Loop<'_, '_> {
             .filter(|c| deps.journal.get(self.key, step, &c.id).is_none())
             .count();
         deps.budget.before_tool_calls(fresh)?;
-        let repeats = repeated_writes(calls, checked, &self.done_writes);
+        let keys = calls
+            .iter()
+            .zip(checked)
+            .map(|(call, checked)| self.write_key(call, checked))
+            .collect();
+        let repeats = repeated_writes(keys, &self.done_writes);
         let results =
             futures::future::join_all(calls.iter().zip(checked).zip(&repeats).map(
                 |((call, checked), repeat)| settle(self, step, call, checked.clone(), *repeat),
@@ -569,7 +690,7 @@ impl Loop<'_, '_> {
                     denied,
                     prior,
                 } => {
-                    let key = write_key(call, checked);
+                    let key = self.write_key(call, checked);
                     self.tried_write |= key.is_some() || denied;
                     if !denied && !envelope.is_error() {
                         self.answered_calls += 1;
@@ -579,6 +700,9 @@ impl Loop<'_, '_> {
                     }
                     if ask.is_none() {
                         ask = envelope.ask().cloned();
+                    }
+                    if self.carried.is_some() {
+                        self.passed = Some(envelope.clone());
                     }
                     let message = tool_message(&call.id, &call.name, &envelope);
                     self.conversation.push(message.clone());
@@ -635,6 +759,7 @@ impl Loop<'_, '_> {
             paused,
             ask: None,
             unfounded: false,
+            passed: None,
         }
     }
 
@@ -705,15 +830,9 @@ fn write_key(call: &Call, checked: &Checked<'_>) -> Option<(String, String)> {
 /// (same tool, same arguments): those are not done again, since a small model that loops would
 /// otherwise write twice under new call ids.
 fn repeated_writes(
-    calls: &[Call],
-    checked: &[Checked<'_>],
+    keys: Vec<Option<(String, String)>>,
     done: &HashSet<(String, String)>,
 ) -> Vec<bool> {
-    let keys: Vec<Option<(String, String)>> = calls
-        .iter()
-        .zip(checked)
-        .map(|(call, checked)| write_key(call, checked))
-        .collect();
     keys.iter()
         .enumerate()
         .map(|(at, key)| {
@@ -729,6 +848,23 @@ const CANNOT_CALL: &str = "I could not do that: I did not manage to make a valid
 
 /// The tool that pauses the turn for the staff member's answer.
 const ASK_USER: &str = "ask_user";
+
+/// The tool that hands work to a specialist.
+const TASK: &str = "task";
+
+/// Rover's calls of one step to tools it holds from a specialist (`AgentTool::via`), by the id
+/// of the `task` each became: the call that specialist makes as its one step. The model makes
+/// the call the staff member asked for; the specialist that owns the tool makes it, so the tool
+/// runs where it always ran (its journal, approvals and questions included), and the `task`'s
+/// result is the call's own, with no model call of the specialist's on either side.
+#[derive(Debug, Default)]
+struct Routes(HashMap<String, Call>);
+
+impl Routes {
+    fn get(&self, task: &str) -> Option<&Call> {
+        self.0.get(task)
+    }
+}
 
 /// The result of an `ask_user` call made beside other calls.
 const ASK_ALONE: &str = "The question was not asked: ask_user must be the only tool call in its \
@@ -749,6 +885,7 @@ async fn execute(
     checked: Checked<'_>,
     deps: TurnDeps<'_>,
     said: &Said,
+    carried: Option<&Call>,
 ) -> Option<AgentToolResult<Value>> {
     let span = tracing::info_span!(
         "gen_ai.execute_tool",
@@ -765,7 +902,7 @@ async fn execute(
         span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
     }
     let started = Instant::now();
-    let (event, outcome, result) = run_tool(agent, call, checked, deps, said)
+    let (event, outcome, result) = run_tool(agent, call, checked, deps, said, carried)
         .instrument(span.clone())
         .await;
     span.record("rover.tool.outcome", outcome);
@@ -783,6 +920,7 @@ async fn run_tool<'c>(
     checked: Checked<'_>,
     deps: TurnDeps<'_>,
     said: &Said,
+    carried: Option<&Call>,
 ) -> (&'c str, &'static str, Option<AgentToolResult<Value>>) {
     let (tool, args) = match checked {
         Ok(checked) => checked,
@@ -808,8 +946,8 @@ async fn run_tool<'c>(
             (event, outcome, Some(result))
         }
         ToolKind::Local { .. } => {
-            let result = if call.name == "task" {
-                delegate(agent, &call.id, args, deps, said).await
+            let result = if call.name == TASK {
+                delegate(agent, &call.id, args, deps, said, carried).await
             } else {
                 Some(local::run(agent, &call.name, args, deps).await)
             };
@@ -834,14 +972,16 @@ fn event_of<'c>(agent: &Agent, name: &'c str) -> &'c str {
     }
 }
 
-/// `task`: runs a role subagent on the description and returns its final answer; `None` when
-/// the subagent paused for an approval (the `task` call then waits too).
+/// `task`: runs a role subagent on the description and returns its final answer — or, when it
+/// carries a call of Rover's ([`Routes`]), that call's result; `None` when the subagent paused
+/// for an approval (the `task` call then waits too).
 async fn delegate(
     agent: &Agent,
     call_id: &str,
     args: Value,
     deps: TurnDeps<'_>,
     said: &Said,
+    carried: Option<&Call>,
 ) -> Option<AgentToolResult<Value>> {
     let args: rover_contracts::tools::TaskArgs = match serde_json::from_value(args) {
         Ok(args) => args,
@@ -861,9 +1001,17 @@ async fn delegate(
         json!({ "role": "system", "content": subagent.system_prompt }),
         json!({ "role": "user", "content": args.description }),
     ];
-    match Box::pin(run_loop(subagent, call_id, conversation, deps, said))
-        .instrument(invoke_agent_span(subagent, deps))
-        .await
+    let carried = carried.cloned();
+    match Box::pin(run_loop(
+        subagent,
+        call_id,
+        conversation,
+        deps,
+        said,
+        carried,
+    ))
+    .instrument(invoke_agent_span(subagent, deps))
+    .await
     {
         Ok(outcome) if outcome.paused => None,
         Ok(outcome) if outcome.unfounded => Some(AgentToolResult::error(format!(
@@ -880,6 +1028,10 @@ async fn delegate(
             ),
             ask,
         )),
+        Ok(Outcome {
+            passed: Some(result),
+            ..
+        }) => Some(result),
         Ok(outcome) if outcome.finish == FinishReason::Abort => {
             Some(AgentToolResult::error(format!(
                 "The {} specialist was stopped by the staff member before it finished.",

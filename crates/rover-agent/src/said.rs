@@ -63,6 +63,11 @@ impl Said {
         }
     }
 
+    /// The request the turn serves, as the staff member wrote it.
+    pub(crate) fn request(&self) -> Option<&str> {
+        self.request.as_deref()
+    }
+
     /// `args` of a call to `tool`, held to what was said: for a write, a `date` when the request
     /// names no day, and an optional name (a class, subject, term — any optional text argument)
     /// that no word of the chat says, are dropped. An id is kept: it came from a tool's answer,

@@ -88,6 +88,10 @@ pub(crate) fn decide(rules: &Rules, conversation: &Conversation) -> Decision {
             .offered
             .iter()
             .all(|t| conversation.offered.contains(t))
+            || rule
+                .not_offered
+                .iter()
+                .any(|t| conversation.offered.contains(t))
         {
             continue;
         }

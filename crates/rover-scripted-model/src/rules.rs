@@ -189,6 +189,9 @@ pub(crate) struct Rule {
     pub(crate) when: Regex,
     /// Tools that must be offered for the rule to apply at all (which agent is asking).
     pub(crate) offered: Vec<String>,
+    /// Tools that must not be offered for the rule to apply (a subagent's rule names `task`, so
+    /// Rover — offered its specialists' tools too — does not take it for its own).
+    pub(crate) not_offered: Vec<String>,
     /// Runtime-context conditions; when one fails the rule answers `unavailable`.
     pub(crate) requires: Vec<Path>,
     /// Tools that must be offered; when one is not the rule answers `unavailable`.
@@ -293,6 +296,8 @@ struct RawRule {
     when: String,
     #[serde(default)]
     offered: Vec<String>,
+    #[serde(default)]
+    not_offered: Vec<String>,
     #[serde(default)]
     requires: Vec<String>,
     #[serde(default)]
@@ -524,6 +529,7 @@ fn compile_rule(raw: toml::Value, label: &str) -> Result<Rule, RuleProblem> {
         name: raw.name.unwrap_or_else(|| label.to_owned()),
         when,
         offered: raw.offered,
+        not_offered: raw.not_offered,
         requires,
         requires_tools: raw.requires_tools,
         unavailable,

@@ -81,7 +81,23 @@ async fn for_every_demo_user_the_inventory_is_the_tools_and_the_roster_is_the_su
                 !sent.contains(&"task".to_owned()),
                 "{email}: task exists iff a subagent does"
             );
+            // Rover holds exactly its specialists' own tools (their RPC ones), each marked with
+            // the specialist that makes its calls.
+            let held: BTreeSet<(&str, &str)> = agent
+                .tools
+                .iter()
+                .filter_map(|t| Some((t.contract.name, t.via?.name())))
+                .collect();
+            let theirs: BTreeSet<(&str, &str)> = agent
+                .subagents
+                .iter()
+                .flat_map(|s| s.tools.iter().map(move |t| (t, s.name())))
+                .filter(|(t, _)| t.contract.event().is_some())
+                .map(|(t, owner)| (t.contract.name, owner))
+                .collect();
+            assert_eq!(held, theirs, "{email}");
             for subagent in &agent.subagents {
+                assert!(subagent.tools.iter().all(|t| t.via.is_none()));
                 assert_eq!(
                     inventory(&subagent.system_prompt),
                     tool_names(&subagent.tool_definitions()),

@@ -16,5 +16,6 @@ mod failures;
 mod names;
 mod questions;
 mod retention;
+mod routes;
 mod utterances;
 mod warm;
