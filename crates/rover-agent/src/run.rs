@@ -69,6 +69,13 @@ fn check<'a>(
     input: &Result<Value, InvalidCall>,
     said: &Said,
 ) -> Checked<'a> {
+    if call.is_cut_off() {
+        return Err(InvalidCall(format!(
+            "Your call to {} was cut off before its arguments ended; nothing was run. Make the \
+             call again with only what the staff member said, or answer in plain words.",
+            call.name.chars().take(64).collect::<String>()
+        )));
+    }
     let args = input.clone()?;
     let tool = agent.check_call(&call.name, &args)?;
     Ok((tool, said.hold(tool, args)))
@@ -374,7 +381,9 @@ impl Loop<'_, '_> {
                 tool_call_id,
                 tool_name,
                 ..
-            } if self.agent.tool(&tool_name).is_some_and(|t| t.via.is_some()) => {
+            } if self.agent.tool(&tool_name).is_some_and(|t| t.via.is_some())
+                && !crate::textcalls::is_cut_off_id(&tool_call_id) =>
+            {
                 TurnEventKind::ToolInputStart {
                     tool_call_id,
                     tool_name: TASK.to_owned(),
@@ -441,7 +450,7 @@ impl Loop<'_, '_> {
             .map(|(call, input)| check(self.agent, call, input, self.said))
             .collect();
         let (calls, inputs) = as_held(calls, &checked, inputs);
-        let assistant = assistant_message(&text, &calls);
+        let assistant = assistant_message(&text, &self.routes.as_made(&calls));
         self.conversation.push(assistant.clone());
         if !prior {
             self.added.push(assistant);
@@ -546,7 +555,8 @@ impl Loop<'_, '_> {
         calls
             .into_iter()
             .map(|call| {
-                let Some(role) = self.agent.tool(&call.name).and_then(|t| t.via) else {
+                let via = self.agent.tool(&call.name).and_then(|t| t.via);
+                let Some(role) = via.filter(|_| !call.is_cut_off()) else {
                     return call;
                 };
                 let description = self.said.request().map_or_else(
@@ -561,12 +571,25 @@ impl Loop<'_, '_> {
                 };
                 let carried = Call {
                     id: format!("{}/{}-0-routed", call.id, role.name()),
+                    arguments: self.held_arguments(&call),
                     ..call
                 };
                 self.routes.0.insert(task.id.clone(), carried);
                 task
             })
             .collect()
+    }
+
+    /// A call's arguments as they will run (`Said::hold`), or as the model wrote them when they
+    /// cannot be read.
+    fn held_arguments(&self, call: &Call) -> String {
+        match (
+            self.agent.tool(&call.name),
+            parse_arguments(&call.arguments),
+        ) {
+            (Some(tool), Ok(args)) => self.said.hold(tool, args).to_string(),
+            _ => call.arguments.clone(),
+        }
     }
 
     /// A call's write key ([`write_key`]); a `task` carrying a write has that write's.
@@ -704,7 +727,8 @@ impl Loop<'_, '_> {
                     if self.carried.is_some() {
                         self.passed = Some(envelope.clone());
                     }
-                    let message = tool_message(&call.id, &call.name, &envelope);
+                    let name = self.routes.get(&call.id).map_or(&call.name, |c| &c.name);
+                    let message = tool_message(&call.id, name, &envelope);
                     self.conversation.push(message.clone());
                     if prior {
                         continue;
@@ -863,6 +887,23 @@ struct Routes(HashMap<String, Call>);
 impl Routes {
     fn get(&self, task: &str) -> Option<&Call> {
         self.0.get(task)
+    }
+
+    /// The step's calls as the model made them, for the thread: a routed call is kept as Rover's
+    /// own call (held), its result under its own name, so in later turns the model reads the
+    /// call it made — what it should make again — and not a `task` it never wrote. (Clients see
+    /// the `task`: the history they read back is rebuilt from the turn's events.)
+    fn as_made(&self, calls: &[Call]) -> Vec<Call> {
+        calls
+            .iter()
+            .map(|call| match self.get(&call.id) {
+                Some(carried) => Call {
+                    id: call.id.clone(),
+                    ..carried.clone()
+                },
+                None => call.clone(),
+            })
+            .collect()
     }
 }
 

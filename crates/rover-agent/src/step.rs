@@ -23,6 +23,14 @@ pub(crate) struct Call {
     pub(crate) arguments: String,
 }
 
+impl Call {
+    /// Written as text and cut off before its arguments ended (`textcalls::cut_off_call`): it is
+    /// refused. Told by its id, so a replayed step knows it too.
+    pub(crate) fn is_cut_off(&self) -> bool {
+        textcalls::is_cut_off_id(&self.id)
+    }
+}
+
 /// Emits a recorded model answer as it was streamed and returns its text and calls.
 pub(crate) fn replay_model(
     assistant: &Value,
@@ -211,6 +219,31 @@ impl Partial {
         } else {
             None
         };
+        let cut_off = self
+            .calls
+            .is_empty()
+            .then(|| textcalls::cut_off_call(&held))
+            .flatten();
+        if recovered.is_none()
+            && let Some(name) = cut_off
+        {
+            tracing::warn!(tool = %name, "a tool call the model wrote as text was cut off; refused");
+            let id = textcalls::cut_off_id(step);
+            emit(TurnEventKind::ToolInputStart {
+                tool_call_id: id.clone(),
+                tool_name: name.clone(),
+                label: local::label(&name),
+            });
+            self.calls.insert(
+                0,
+                Call {
+                    id,
+                    name,
+                    arguments: "{}".to_owned(),
+                },
+            );
+            return;
+        }
         let Some(recovered) = recovered else {
             if self.text.is_empty() {
                 emit(TurnEventKind::TextStart {
@@ -313,7 +346,7 @@ async fn read_step(
                 let call = calls.entry(piece.index).or_default();
                 if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
                     // Scope the model's id to the agent and step, so ids never repeat in a turn.
-                    // '#' marks calls recovered from text (`textcalls::recovered_id`), so a
+                    // '#' marks a cut-off call written as text (`textcalls::cut_off_id`), so a
                     // native id never carries it.
                     let id: String = id
                         .chars()

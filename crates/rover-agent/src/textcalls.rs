@@ -169,6 +169,35 @@ fn is_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
 }
 
+/// The tool a message that starts like a call but is not one names, when it names one: a call
+/// the model began and never finished (it ran to its token limit repeating an argument, or lost
+/// count of its braces). Shown, it would be raw JSON; it is a call that failed instead.
+pub(crate) fn cut_off_call(text: &str) -> Option<String> {
+    let start = text.trim_start();
+    if !OPENERS.iter().any(|o| start.starts_with(o)) {
+        return None;
+    }
+    let (_, after) = start.split_once('"')?;
+    let (key, after) = after.split_once('"')?;
+    if !NAME_KEYS.contains(&key) {
+        return None;
+    }
+    let (_, after) = after.trim_start().strip_prefix(':')?.split_once('"')?;
+    let (name, _) = after.split_once('"')?;
+    is_tool_name(name).then(|| name.to_owned())
+}
+
+/// The id of the cut-off call of step `step` (`cut_off_call`). '#' marks it: a native id never
+/// carries one (`step.rs` replaces it).
+pub(crate) fn cut_off_id(step: &str) -> String {
+    format!("{step}-cut#0")
+}
+
+/// Whether a call's id is a cut-off call's ([`cut_off_id`]).
+pub(crate) fn is_cut_off_id(id: &str) -> bool {
+    id.ends_with("-cut#0")
+}
+
 /// The id of the `index`th call recovered from the text of step `step`.
 pub(crate) fn recovered_id(step: &str, index: u32) -> String {
     format!("{step}-text{index}")
@@ -349,6 +378,25 @@ mod tests {
         assert_eq!(calls(lines), want);
         let fences = "```json\n{\"name\": \"list_departments\"}\n```\n\n```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```";
         assert_eq!(calls(fences), want);
+    }
+
+    #[test]
+    fn a_call_cut_off_before_it_ends_names_its_tool() {
+        let cut = "{{\"name\": \"record_marks\", \"arguments\": {\"marks\": [{\"student\": \"Nak";
+        assert!(parse(cut).is_none());
+        assert_eq!(cut_off_call(cut).as_deref(), Some("record_marks"));
+        assert_eq!(
+            cut_off_call("```json\n{\"tool\": \"list_classes\", \"args\": {").as_deref(),
+            Some("list_classes")
+        );
+        for text in [
+            "I recorded the marks.",
+            "{\"departments\": [\"Humanities\"",
+            "{\"name\": \"not a tool name\", \"arguments\": {",
+            "Here: {\"name\": \"record_marks\"",
+        ] {
+            assert_eq!(cut_off_call(text), None, "{text}");
+        }
     }
 
     #[test]

@@ -98,6 +98,33 @@ async fn a_model_that_keeps_making_calls_that_cannot_run_is_stopped_after_one_co
     assert_eq!(asked, 2);
 }
 
+/// A call written as text and cut off before it ends is never shown as raw JSON: it is a call
+/// that failed, the model reads why, and a second one ends the loop with Rover's own sentence.
+#[tokio::test]
+async fn a_call_written_as_text_and_cut_off_is_refused_not_shown() {
+    let stack = spawn_stack().await;
+    let turn = stack
+        .turn("amina@hill.school", "Write the marks call and stop short")
+        .await;
+    assert_eq!(turn.finish(), FinishReason::Stop);
+    assert_eq!(
+        turn.tool_names(),
+        ["record_marks", "record_marks"],
+        "{:?}",
+        turn.events
+    );
+    let errors = turn.tool_errors();
+    assert_eq!(errors.len(), 2, "{:?}", turn.events);
+    assert!(
+        errors.iter().all(|e| e.contains("was cut off")),
+        "{errors:?}"
+    );
+    let text = turn.text();
+    assert!(!text.contains('{'), "{text}");
+    assert!(text.contains("I could not do that"), "{text}");
+    assert_eq!(stack.count("SELECT count(*) FROM marks").await, 0);
+}
+
 /// A model that loops may make the same write again under a new call id (which the tool
 /// server's inbox cannot know for the same): the agent runs a write at most once per tool and
 /// arguments in a reply, and tells the model so.

@@ -1,6 +1,6 @@
 //! Rover holds its specialists' tools: a call it makes to one is handed to the specialist that
-//! owns the tool, which makes it as its one step. The client and the thread see a `task` and the
-//! specialist's call, as for any delegation; no model call of the specialist's is made on either
+//! owns the tool, which makes it as its one step. The client sees a `task` and the specialist's
+//! call, as for any delegation; the thread keeps the call Rover's model made; no model call of the specialist's is made on either
 //! side; the call keeps every guarantee a specialist's call has (one write, one audit row, a
 //! name that fits two students asked about, the same write not made twice in one reply).
 
@@ -88,7 +88,8 @@ async fn a_call_to_a_specialists_tool_runs_with_that_specialist_and_no_model_cal
 
     // Rover's model made the call and read its result; the specialist's model was never asked.
     assert_eq!(requested_by(&stack).await, ["rover", "rover"]);
-    // The `task`'s result is the tool's own envelope.
+    // The `task`'s result is the tool's own envelope, read as the result of the call the model
+    // made.
     let requests = stack.model_requests().await;
     let last = requests.last().unwrap()["messages"].as_array().unwrap();
     let content = last.last().unwrap()["content"].as_str().unwrap();
@@ -117,25 +118,34 @@ async fn a_call_to_a_specialists_tool_runs_with_that_specialist_and_no_model_cal
             .await,
         1
     );
-    // The thread keeps the call as it ran: a `task` for the class teacher, and its result.
+    // The thread keeps the call as Rover's model made it, and its result under its name: in a
+    // later turn the model reads the call to make again, not a `task` it never wrote.
+    let thread_has = |sql: &str| {
+        format!(
+            "SELECT count(*) FROM conversation_log WHERE thread_id = '{}' AND {sql}",
+            thread.as_uuid()
+        )
+    };
     assert_eq!(
         stack
-            .count(&format!(
-                "SELECT count(*) FROM conversation_log WHERE thread_id = '{}' \
-                 AND message #>> '{{tool_calls,0,function,name}}' = 'task' \
-                 AND message::text LIKE '%class_teacher%'",
-                thread.as_uuid()
+            .count(&thread_has(
+                "message #>> '{tool_calls,0,function,name}' = 'record_attendance'"
             ))
             .await,
         1
     );
     assert_eq!(
         stack
-            .count(&format!(
-                "SELECT count(*) FROM conversation_log WHERE thread_id = '{}' \
-                 AND message::text LIKE '%record_attendance%'",
-                thread.as_uuid()
+            .count(&thread_has(
+                "message->>'role' = 'tool' \
+                 AND message->>'content' LIKE '<tool_result name=\"record_attendance\">%'"
             ))
+            .await,
+        1
+    );
+    assert_eq!(
+        stack
+            .count(&thread_has("message::text LIKE '%\"task\"%'"))
             .await,
         0
     );
