@@ -94,7 +94,7 @@ async fn a_call_to_a_specialists_tool_runs_with_that_specialist_and_no_model_cal
     let last = requests.last().unwrap()["messages"].as_array().unwrap();
     let content = last.last().unwrap()["content"].as_str().unwrap();
     assert!(
-        content.starts_with("<tool_result name=\"task\">"),
+        content.starts_with("<tool_result name=\"record_attendance\">"),
         "{content}"
     );
     let (_, envelope) = content.split_once('\n').unwrap();
