@@ -222,8 +222,10 @@ pub async fn run(agent: &Agent, deps: TurnDeps<'_>) -> Result<FinishReason, Turn
         return Err(TurnError::NoQuestion);
     }
     let said = Said::of(&loaded.history, &first);
+    // Fitted first: the stored summary covers a count of the thread's stored messages.
     let history =
         crate::window::window(deps, agent, &first, loaded.history, loaded.summary).await?;
+    let history = crate::messages::earlier_as_text(history, &first);
     let outcome = run_after(agent, history, first.clone(), deps, &said).await?;
     let mut messages = Vec::with_capacity(outcome.messages.len() + 1);
     if !continues {

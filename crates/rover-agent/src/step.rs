@@ -215,7 +215,7 @@ impl Partial {
             return;
         }
         let recovered = if self.calls.is_empty() {
-            textcalls::parse(&held)
+            textcalls::parse(&held).or_else(|| textcalls::note(&held))
         } else {
             None
         };

@@ -187,6 +187,45 @@ pub(crate) fn cut_off_call(text: &str) -> Option<String> {
     is_tool_name(name).then(|| name.to_owned())
 }
 
+/// The calls in a note of what was done, as earlier turns are shown to the model
+/// (`messages::earlier_as_text`): a model shown such notes writes one of its own for the call it
+/// means to make — `(What I did: rename_department {"department":"Drama Club",…} → done)` —
+/// and then claims it done. The note is that call (or those calls), and the rest of the message
+/// is not said: the calls run, and the model answers from their results. `None` unless the
+/// message starts with a note holding at least one call.
+pub(crate) fn note(text: &str) -> Option<Vec<TextCall>> {
+    let start = text.trim_start();
+    let mut rest = start
+        .strip_prefix(crate::messages::NOTE)
+        .or_else(|| start.strip_prefix(&crate::messages::NOTE[1..]))?;
+    let mut calls = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_end];
+        if !is_tool_name(name) {
+            break;
+        }
+        let (arguments, after) = next_json(rest[name_end..].trim_start())?;
+        if !arguments.is_object() {
+            return None;
+        }
+        calls.push(TextCall {
+            name: name.to_owned(),
+            arguments,
+        });
+        // Past its outcome: the next call follows a ';', anything else ends the note.
+        let end = after.find([';', ')', '\n']).unwrap_or(after.len());
+        if !after[end..].starts_with(';') {
+            break;
+        }
+        rest = &after[end + 1..];
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
 /// The id of the cut-off call of step `step` (`cut_off_call`). '#' marks it: a native id never
 /// carries one (`step.rs` replaces it).
 pub(crate) fn cut_off_id(step: &str) -> String {
@@ -204,7 +243,15 @@ pub(crate) fn recovered_id(step: &str, index: u32) -> String {
 }
 
 /// How a message may start if it is a call.
-const OPENERS: [&str; 5] = ["```", "{", "[", "<tool_call>", "<|tool_call|>"];
+const OPENERS: [&str; 7] = [
+    "```",
+    "{",
+    "[",
+    "<tool_call>",
+    "<|tool_call|>",
+    crate::messages::NOTE,
+    "What I did:",
+];
 
 /// Keeps back streamed text that may be a call, until the stream ends; text that cannot be one
 /// passes at once. Disabled, everything passes.
@@ -378,6 +425,34 @@ mod tests {
         assert_eq!(calls(lines), want);
         let fences = "```json\n{\"name\": \"list_departments\"}\n```\n\n```json\n{\"name\": \"create_department\", \"arguments\": {\"name\": \"Sciences\"}}\n```";
         assert_eq!(calls(fences), want);
+    }
+
+    #[test]
+    fn a_note_of_what_was_done_is_its_calls() {
+        let text = "(What I did: rename_department {\"department\":\"Drama Club\",\"newName\":\"Performing Arts\"} → done; list_departments {} → done)\nThe Drama Club has been renamed.";
+        let calls = note(text).unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].name, "rename_department");
+        assert_eq!(calls[0].arguments["newName"], "Performing Arts");
+        assert_eq!(calls[1].name, "list_departments");
+        assert_eq!(
+            note("What I did: record_attendance {\"absent\":[\"Mugisha\"]} → done").unwrap()[0]
+                .arguments["absent"][0],
+            "Mugisha"
+        );
+        for text in [
+            "I renamed it.",
+            "(What I did: nothing)",
+            "(What I did: rename_department → done)",
+            "Before (What I did: list_departments {} → done)",
+        ] {
+            assert!(note(text).is_none(), "{text}");
+        }
+        let mut held = Holdback::new(true);
+        assert_eq!(held.push("(What I did: "), None);
+        assert_eq!(held.push("list_departments {}"), None);
+        let mut prose = Holdback::new(true);
+        assert_eq!(prose.push("What a"), Some("What a".to_owned()));
     }
 
     #[test]

@@ -75,6 +75,16 @@ pub(crate) fn obey_planted(conversation: &Conversation) -> Option<Decision> {
     })
 }
 
+/// `calls` as the note of what was done that Rover shows the model for earlier turns (its
+/// `messages::earlier_as_text`), followed by the claim a model adds.
+fn noted(calls: &[ToolCall]) -> String {
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|c| format!("{} {} → done", c.name, c.arguments))
+        .collect();
+    format!("(What I did: {})\nDone.", calls.join("; "))
+}
+
 /// Picks the rule for `conversation` and renders its next response.
 pub(crate) fn decide(rules: &Rules, conversation: &Conversation) -> Decision {
     let trigger = conversation.trigger.trim();
@@ -155,7 +165,20 @@ fn run(rule: &Rule, scope: &Scope<'_>, conversation: &Conversation) -> Reply {
     for step in &rule.steps {
         match step {
             // A call step is done once its results have come back.
-            Step::Call(calls) if progress > consumed => consumed += calls.len(),
+            Step::Call(calls) | Step::Note(calls) if progress > consumed => {
+                consumed += calls.len();
+            }
+            Step::Note(calls) => {
+                let rendered: Result<Vec<_>, _> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, call)| render_call(call, i, scope, conversation))
+                    .collect();
+                return match rendered {
+                    Ok(calls) => Reply::Say(noted(&calls)),
+                    Err(missing) => couldnt_find(&missing),
+                };
+            }
             Step::Call(calls) => {
                 if !calls.iter().all(|c| offered(&c.tool)) {
                     return unavailable();

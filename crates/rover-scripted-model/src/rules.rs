@@ -114,6 +114,14 @@ pub enum RuleProblem {
     /// The rule has no steps.
     #[error("has no `steps`")]
     NoSteps,
+    /// A call step's `written` is not a known way of writing calls.
+    #[error("{place}: unknown `written = \"{written}\"` (expected \"note\")")]
+    UnknownWritten {
+        /// Where it is.
+        place: String,
+        /// The value as written.
+        written: String,
+    },
     /// A step's `fail` is not one of the known failures.
     #[error("{place}: unknown `fail = \"{fail}\"` (expected \"mid-stream\" or \"http-500\")")]
     UnknownFail {
@@ -207,6 +215,10 @@ pub(crate) struct Rule {
 pub(crate) enum Step {
     /// Call these tools together, in one response.
     Call(Vec<Call>),
+    /// Make these calls by writing them as a note of what was done, the way Rover shows the
+    /// model its earlier turns — `(What I did: tool {…} → done)` — and as a model shown such
+    /// notes makes a call (`written = "note"`).
+    Note(Vec<Call>),
     /// Say this and end the turn.
     Say(Template),
     /// Fail on purpose, optionally after some text.
@@ -314,6 +326,7 @@ struct RawRule {
 #[serde(deny_unknown_fields)]
 struct RawStep {
     call: Option<OneOrMany>,
+    written: Option<String>,
     say: Option<String>,
     fail: Option<String>,
 }
@@ -582,7 +595,14 @@ fn compile_step(step: RawStep, checker: &Checker, place: &str) -> Result<Step, R
                 .into_iter()
                 .map(|call| compile_call(call, checker, place))
                 .collect::<Result<_, _>>()
-                .map(Step::Call)
+                .and_then(|calls| match step.written.as_deref() {
+                    None => Ok(Step::Call(calls)),
+                    Some("note") => Ok(Step::Note(calls)),
+                    Some(other) => Err(RuleProblem::UnknownWritten {
+                        place: place.to_owned(),
+                        written: other.to_owned(),
+                    }),
+                })
         }
         (None, Some(say), None) => Ok(Step::Say(say)),
         (None, say, Some(fail)) => Ok(Step::Fail(fail, say)),

@@ -13,6 +13,7 @@ mod agents;
 mod budgets;
 mod compaction;
 mod failures;
+mod followups;
 mod names;
 mod questions;
 mod retention;
