@@ -98,7 +98,32 @@ impl Said {
                 (None, Some(text)) => uuid::Uuid::parse_str(text).is_ok() || self.says(text),
             }
         });
+        for (name, value) in object.iter_mut() {
+            if parameters["properties"][name.as_str()]["format"].is_null() {
+                self.respell(value);
+            }
+        }
         args
+    }
+
+    /// Puts back the staff member's own spelling of a name the model corrected: a word of a
+    /// write's text that nobody said, one or two letters from a word the staff member wrote
+    /// ("Nakato" where they wrote "Nakatto"), becomes their word. A small model fixes a
+    /// misspelling to the nearest name it knows, which is a guess; written as the staff member
+    /// spelt it, the name fits no one and the tool asks which they meant. Ids and dates are left.
+    fn respell(&self, value: &mut Value) {
+        match value {
+            Value::String(text) if uuid::Uuid::parse_str(text).is_err() => {
+                let respelt = respelt(text, &self.words);
+                if respelt != *text {
+                    tracing::info!(model = %text, staff = %respelt, "a name is written as the staff member spelt it");
+                    *text = respelt;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.respell(item)),
+            Value::Object(fields) => fields.values_mut().for_each(|field| self.respell(field)),
+            _ => {}
+        }
     }
 
     /// Whether the chat says `value`: each of its words (of two characters or more) was written
@@ -111,6 +136,75 @@ impl Said {
                 self.words.contains(&word) || self.words.iter().any(|said| same_stem(said, &word))
             })
     }
+}
+
+/// `text` with each word nobody said that is one or two letters from exactly one nearest word
+/// that was said (both of four letters or more, letters only) replaced by it. The replacement
+/// keeps the model's capitals where it can: `Nakato` → `Nakatto`.
+fn respelt(text: &str, said: &HashSet<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        out.push_str(&respelt_word(word, said).unwrap_or_else(|| word.clone()));
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+fn respelt_word(word: &str, said: &HashSet<String>) -> Option<String> {
+    let lower = word.to_lowercase();
+    let letters = |w: &str| w.chars().count() >= 4 && w.chars().all(char::is_alphabetic);
+    if !letters(&lower) || said.contains(&lower) {
+        return None;
+    }
+    let mut near: Vec<(usize, &String)> = said
+        .iter()
+        .filter(|w| letters(w))
+        .map(|w| (edit_distance(&lower, w), w))
+        .filter(|(d, _)| (1..=2).contains(d))
+        .collect();
+    near.sort();
+    match near.as_slice() {
+        [(_, w)] => Some(capitalised(w, word)),
+        [(d, w), (next, _), ..] if d < next => Some(capitalised(w, word)),
+        _ => None,
+    }
+}
+
+/// `said` with the first letter capitalised when `like` starts with a capital.
+fn capitalised(said: &str, like: &str) -> String {
+    let mut chars = said.chars();
+    match (like.chars().next(), chars.next()) {
+        (Some(c), Some(first)) if c.is_uppercase() => first.to_uppercase().chain(chars).collect(),
+        _ => said.to_owned(),
+    }
+}
+
+/// Levenshtein distance (words are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Whether a schema property takes text (`"string"` or `["string", "null"]`).
@@ -146,7 +240,7 @@ fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
 mod tests {
     use serde_json::json;
 
-    use super::Said;
+    use super::{Said, edit_distance};
     use crate::agent::{AgentTool, definition};
 
     fn tool(name: &str) -> AgentTool {
@@ -154,6 +248,40 @@ mod tests {
             rover_contracts::tools::by_name(name).unwrap(),
             definition(name).unwrap(),
         )
+    }
+
+    #[test]
+    fn a_name_the_model_corrected_is_written_as_the_staff_member_spelt_it() {
+        let marks = tool("record_marks");
+        let said = Said::message("Give Nakatto 80 for the maths test in S1 Blue");
+        let call = json!({
+            "class": "S1 Blue", "subject": "Maths", "assessment": "Maths test",
+            "marks": [{ "student": "Nakato", "score": 80 }],
+        });
+        let held = said.hold(&marks, call);
+        assert_eq!(held["marks"][0]["student"], "Nakatto");
+        assert_eq!(held["subject"], "Maths", "a word said is kept");
+        // Words nobody said with no near one, short words, ids and reads are left as they are.
+        let said = Said::message("Record Mathematics marks for S1 Blue: Nakato 78, Mugisha 64");
+        let call = json!({
+            "class": "S1 Blue", "subject": "Mathematics", "assessment": "Mid-term test",
+            "marks": [{ "student": "Nakato Sarah", "score": 78 },
+                      { "student": "c1b3a6a0-0000-4000-8000-000000000000", "score": 64 }],
+        });
+        assert_eq!(said.hold(&marks, call.clone()), call);
+        let roster = tool("get_class_roster");
+        let read = json!({ "class": "S1 Bleu" });
+        assert_eq!(
+            Said::message("Who is in S1 Blue?").hold(&roster, read.clone()),
+            read
+        );
+        // Two said words as near: no guess either way.
+        let department = tool("create_department");
+        let said = Said::message("Create Dramo or Drame, whichever");
+        let call = json!({ "name": "Drama" });
+        assert_eq!(said.hold(&department, call.clone()), call);
+        assert_eq!(edit_distance("nakato", "nakatto"), 1);
+        assert_eq!(edit_distance("maths", "mathematics"), 6);
     }
 
     #[test]
