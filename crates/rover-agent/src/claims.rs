@@ -66,6 +66,20 @@ const MODAL: [&str; 21] = [
     "being", "if", "once", "when", "whether", "unless", "until", "after", "before", "please",
 ];
 
+/// Whether `text` says what Rover will do ("I'll ask the class teacher", "Let me check")
+/// rather than asking the staff member something: a small model announces a call and stops.
+pub fn promise(text: &str) -> bool {
+    const PROMISES: [&str; 5] = [
+        "i'll ",
+        "i will ",
+        "let me ",
+        "i am going to ",
+        "i'm going to ",
+    ];
+    let lower = text.to_lowercase().replace('\u{2019}', "'");
+    !lower.trim_end().ends_with('?') && PROMISES.iter().any(|p| lower.contains(p))
+}
+
 /// The first sentence of `text` that claims a change was made, if any.
 pub fn claim(text: &str) -> Option<String> {
     sentences(text)
@@ -212,6 +226,24 @@ fn opens_clause(before: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_announcement_is_a_promise_and_a_question_is_not() {
+        for text in [
+            "To find out who teaches in S1 Blue, I'll ask the class teacher of S1 Blue.",
+            "Let me check the roster.",
+            "I\u{2019}m going to record that now.",
+        ] {
+            assert!(promise(text), "{text}");
+        }
+        for text in [
+            "I'll need the class name: which class?",
+            "The school has 4 departments.",
+            "I cannot do that for you.",
+        ] {
+            assert!(!promise(text), "{text}");
+        }
+    }
 
     #[test]
     fn replies_that_say_a_change_was_made_claim_it() {

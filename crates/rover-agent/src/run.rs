@@ -304,6 +304,8 @@ async fn run_loop(
         refused_steps: 0,
         done_writes: HashSet::new(),
         answered_calls: 0,
+        calls_made: 0,
+        nudged: false,
         tried_write: false,
         held_text: std::sync::Mutex::new(Vec::new()),
     };
@@ -346,6 +348,10 @@ struct Loop<'a, 'd> {
     answered_calls: usize,
     /// This loop made a write call (run, failed, declined or refused).
     tried_write: bool,
+    /// Calls the model made in this loop, of any kind.
+    calls_made: usize,
+    /// Rover was told once that its answer did nothing ([`Loop::stalled`]).
+    nudged: bool,
     /// A subagent's text events of the step being answered, held until the step's answer is
     /// whole: an answer that claims a change its loop never made is not shown.
     held_text: std::sync::Mutex<Vec<TurnEventKind>>,
@@ -429,6 +435,16 @@ impl Loop<'_, '_> {
             && crate::claims::claim(text).is_some()
     }
 
+    /// Whether Rover's answer announces or claims work though no call was made in this reply: a
+    /// small model writes "I'll ask the class teacher" or "I recorded it" and stops. Once per
+    /// reply it is told nothing was done and gets another step.
+    fn stalled(&self, text: &str) -> bool {
+        self.agent.subagent.is_none()
+            && !self.nudged
+            && self.calls_made == 0
+            && (crate::claims::promise(text) || crate::claims::claim(text).is_some())
+    }
+
     /// Emits `event` unless the step is an earlier turn's, replayed silently.
     fn emit_unless(&self, prior: bool, event: TurnEventKind) {
         if !prior {
@@ -457,7 +473,18 @@ impl Loop<'_, '_> {
         if !prior {
             self.added.push(assistant);
         }
+        self.calls_made += calls.len();
         if calls.is_empty() {
+            if self.stalled(&text) {
+                // Told once, in the conversation only (never the thread): the next step is its
+                // second chance, and what it said stays shown and kept.
+                self.nudged = true;
+                self.release_text();
+                self.emit_unless(prior, TurnEventKind::FinishStep);
+                self.conversation
+                    .push(json!({ "role": "system", "content": NOTHING_DONE }));
+                return Ok(None);
+            }
             if self.unfounded(&text) {
                 self.held().clear();
                 self.emit_unless(prior, TurnEventKind::FinishStep);
@@ -874,6 +901,11 @@ const CANNOT_CALL: &str = "I could not do that: I did not manage to make a valid
 
 /// The tool that pauses the turn for the staff member's answer.
 const ASK_USER: &str = "ask_user";
+
+/// What Rover's model reads after an answer that announced or claimed work with no call made.
+const NOTHING_DONE: &str = "No tool was called in this reply, so nothing has been done or looked \
+     up yet. If the staff member's request needs one of your tools, call it now; otherwise answer \
+     them plainly.";
 
 /// The tool that hands work to a specialist.
 const TASK: &str = "task";

@@ -117,7 +117,13 @@ impl ChatRequest {
     /// The conversation the engine decides on (a tool's result is read from inside Rover's
     /// `<tool_result>` tags).
     pub(crate) fn conversation(&self) -> Conversation {
-        let trigger_at = self.messages.iter().rposition(|m| m.role == "user");
+        // A system message after the first is the worker's word to the model mid-reply (its
+        // nudge after an answer that did nothing): it triggers like a staff message.
+        let trigger_at = self
+            .messages
+            .iter()
+            .enumerate()
+            .rposition(|(i, m)| m.role == "user" || (m.role == "system" && i > 0));
         let trigger = trigger_at
             .map(|i| content_text(&self.messages[i].content))
             .unwrap_or_default();

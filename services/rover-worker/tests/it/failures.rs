@@ -341,3 +341,55 @@ async fn a_specialists_claim_of_a_change_it_never_made_is_not_shown() {
         taken.events
     );
 }
+
+/// An answer that announces work ("I'll ask the class teacher") with no call made is told,
+/// once and only in the conversation, that nothing was done; the next step makes the call. An
+/// answer made after calls, or a question, is never told.
+#[tokio::test]
+async fn an_answer_that_announces_work_and_calls_nothing_gets_one_more_step() {
+    let stack = spawn_stack().await;
+    let thread = rover_contracts::ids::ThreadId::new();
+    let turn = stack
+        .turn_in(
+            thread,
+            "dos@hill.school",
+            rover_contracts::wire::TurnInput::Message {
+                text: "Find out who teaches S1 Blue for me".into(),
+            },
+        )
+        .await;
+    assert_eq!(turn.finish(), FinishReason::Stop, "{:?}", turn.events);
+    assert_eq!(
+        turn.tool_names(),
+        ["task", "list_teaching_assignments"],
+        "{:?}",
+        turn.events
+    );
+    let text = turn.text();
+    assert!(text.contains("I'll ask the class teacher"), "{text}");
+    assert!(text.contains("In S1 Blue:"), "{text}");
+    let requests = stack.model_requests().await;
+    assert_eq!(requests.len(), 3, "the announcement, the call, the answer");
+    let told = |r: &serde_json::Value| {
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .count()
+    };
+    assert_eq!(told(&requests[0]), 1);
+    assert_eq!(told(&requests[1]), 2, "told once");
+    assert_eq!(told(&requests[2]), 2, "and only once");
+    // Never kept in the thread: the staff member's chat holds what was said and done.
+    assert_eq!(
+        stack
+            .count(&format!(
+                "SELECT count(*) FROM conversation_log WHERE thread_id = '{}' \
+                 AND message->>'role' = 'system'",
+                thread.as_uuid()
+            ))
+            .await,
+        0
+    );
+}
