@@ -138,8 +138,9 @@ impl Said {
     }
 }
 
-/// `text` with each word nobody said that is one or two letters from exactly one nearest word
-/// that was said (both of four letters or more, letters only) replaced by it. The replacement
+/// `text` with each word nobody said (nor said in other words, `same_stem`) that is a letter from
+/// exactly one nearest word that was said — two letters, for words of seven or more — replaced
+/// by it (both of four letters or more, letters only). The replacement
 /// keeps the model's capitals where it can: `Nakato` → `Nakatto`.
 fn respelt(text: &str, said: &HashSet<String>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -163,14 +164,24 @@ fn respelt(text: &str, said: &HashSet<String>) -> String {
 fn respelt_word(word: &str, said: &HashSet<String>) -> Option<String> {
     let lower = word.to_lowercase();
     let letters = |w: &str| w.chars().count() >= 4 && w.chars().all(char::is_alphabetic);
-    if !letters(&lower) || said.contains(&lower) {
+    // Said, or said in other words ("Maths" for "mathematics"): the model's own word stands.
+    let other_words = |w: &String| same_stem(w, &lower) && edit_distance(w, &lower) > 2;
+    if !letters(&lower) || said.iter().any(|w| *w == lower || other_words(w)) {
         return None;
     }
+    // A slip of a letter in a short name, two in a long one: "Maths" is not "marks".
+    let slips = |w: &str| {
+        if w.chars().count().min(lower.chars().count()) < 7 {
+            1
+        } else {
+            2
+        }
+    };
     let mut near: Vec<(usize, &String)> = said
         .iter()
         .filter(|w| letters(w))
         .map(|w| (edit_distance(&lower, w), w))
-        .filter(|(d, _)| (1..=2).contains(d))
+        .filter(|(d, w)| (1..=slips(w)).contains(d))
         .collect();
     near.sort();
     match near.as_slice() {
@@ -267,6 +278,12 @@ mod tests {
             "class": "S1 Blue", "subject": "Mathematics", "assessment": "Mid-term test",
             "marks": [{ "student": "Nakato Sarah", "score": 78 },
                       { "student": "c1b3a6a0-0000-4000-8000-000000000000", "score": 64 }],
+        });
+        assert_eq!(said.hold(&marks, call.clone()), call);
+        // "Maths" for "Mathematics" is the same word, never "marks" (two letters from it).
+        let call = json!({
+            "class": "S1 Blue", "subject": "Maths", "assessment": "Maths marks",
+            "marks": [{ "student": "Nakato", "score": 78 }],
         });
         assert_eq!(said.hold(&marks, call.clone()), call);
         let roster = tool("get_class_roster");
