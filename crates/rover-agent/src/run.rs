@@ -626,10 +626,11 @@ impl Loop<'_, '_> {
         let Some(carried) = self.routes.get(&call.id) else {
             return write_key(call, checked);
         };
+        // Its arguments were held when it was routed (`held_arguments`): canonical JSON.
         let tool = self.agent.tool(&carried.name)?;
-        let args = parse_arguments(&carried.arguments).ok()?;
+        parse_arguments(&carried.arguments).ok()?;
         (tool.contract.effect == Effect::Write)
-            .then(|| (carried.name.clone(), self.said.hold(tool, args).to_string()))
+            .then(|| (carried.name.clone(), carried.arguments.clone()))
     }
 
     /// The step's model answer: replayed from the journal, or streamed now and recorded. `None`:

@@ -81,6 +81,21 @@ impl Transcript {
             .collect()
     }
 
+    /// The `ask_user` call the turn ended on: its id and input.
+    pub(crate) fn question(&self) -> (String, Value) {
+        self.events
+            .iter()
+            .find_map(|e| match &e.event {
+                TurnEventKind::ToolInputAvailable {
+                    tool_call_id,
+                    tool_name,
+                    input,
+                } if tool_name == "ask_user" => Some((tool_call_id.clone(), input.clone())),
+                _ => None,
+            })
+            .expect("an ask_user call")
+    }
+
     /// Just the tool names, in order.
     pub(crate) fn tool_names(&self) -> Vec<String> {
         self.tool_calls()

@@ -6,24 +6,9 @@ use rover_contracts::ids::ThreadId;
 use rover_contracts::wire::{FinishReason, TurnEventKind, TurnInput};
 use serde_json::Value;
 
-use crate::helpers::{Transcript, spawn_stack};
+use crate::helpers::spawn_stack;
 
 const AMINA: &str = "amina@hill.school";
-
-/// The `ask_user` call a turn ended on: its id and input.
-fn question(turn: &Transcript) -> (String, Value) {
-    turn.events
-        .iter()
-        .find_map(|e| match &e.event {
-            TurnEventKind::ToolInputAvailable {
-                tool_call_id,
-                tool_name,
-                input,
-            } if tool_name == "ask_user" => Some((tool_call_id.clone(), input.clone())),
-            _ => None,
-        })
-        .expect("an ask_user call")
-}
 
 #[tokio::test]
 async fn an_ambiguous_name_becomes_a_question_and_the_answer_lets_the_write_run() {
@@ -46,7 +31,7 @@ async fn an_ambiguous_name_becomes_a_question_and_the_answer_lets_the_write_run(
         asked.events
     );
     assert_eq!(asked.finish(), FinishReason::ToolCalls);
-    let (call_id, input) = question(&asked);
+    let (call_id, input) = asked.question();
     let choices: Vec<&str> = input["choices"]
         .as_array()
         .unwrap()
@@ -167,7 +152,7 @@ async fn a_class_nobody_said_is_not_written_on_and_the_name_is_asked_about() {
         .expect("the record_marks call");
     assert!(record.get("class").is_none(), "shown as it ran: {record}");
     assert_eq!(record["subject"], "Maths", "said: kept");
-    let (_, input) = question(&asked);
+    let (_, input) = asked.question();
     assert_eq!(
         input["choices"].as_array().map(Vec::len),
         Some(2),

@@ -204,18 +204,7 @@ async fn a_name_that_fits_two_students_in_rovers_own_call_is_asked_about_then_wr
         asked.events
     );
     assert_eq!(asked.finish(), FinishReason::ToolCalls);
-    let (call_id, question) = asked
-        .events
-        .iter()
-        .find_map(|e| match &e.event {
-            TurnEventKind::ToolInputAvailable {
-                tool_call_id,
-                tool_name,
-                input,
-            } if tool_name == "ask_user" => Some((tool_call_id.clone(), input.clone())),
-            _ => None,
-        })
-        .unwrap();
+    let (call_id, question) = asked.question();
     let sarah = question["choices"]
         .as_array()
         .unwrap()
