@@ -200,6 +200,19 @@ pub struct WriteExpect {
     /// The campus the row must be scoped to (by name); absent: any scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub campus: Option<String>,
+    /// What the row's `after` (the state the write left) must hold: what a correction must
+    /// leave, whichever words the call used to get there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<AfterCheck>,
+}
+
+/// A value the state a write left must contain (`@student:…` references match by id).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AfterCheck {
+    pub path: String,
+    /// One value, or a list of values that must all be there.
+    pub contains: Value,
 }
 
 #[derive(Debug, Deserialize)]

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cases::{ArgCheck, Expect, WriteExpect};
+use crate::cases::{AfterCheck, ArgCheck, Expect, WriteExpect};
 use crate::names::{Resolve, ResolveError, Want};
 
 /// One tool call seen in the stream.
@@ -66,6 +66,9 @@ pub struct Write {
     /// What the tool server resolved the call's names to: `{"class": {"said", "id"}, …}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub named: Option<Value>,
+    /// The state the write left, as its audit row's `after` holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Value>,
 }
 
 impl Write {
@@ -306,7 +309,7 @@ pub fn score(expect: &Expect<'_>, observed: &Observed, resolve: &dyn Resolve) ->
         }
     }
 
-    let writes = check_writes(expect.writes, &observed.writes, &mut notes);
+    let writes = check_writes(expect.writes, &observed.writes, resolve, &mut notes);
 
     let answer = match check_answer(&observed.text) {
         Ok(()) => true,
@@ -383,7 +386,12 @@ pub fn check_answer(text: &str) -> Result<(), AnswerProblem> {
     Ok(())
 }
 
-fn check_writes(expected: &[WriteExpect], written: &[Write], notes: &mut Vec<String>) -> bool {
+fn check_writes(
+    expected: &[WriteExpect],
+    written: &[Write],
+    resolve: &dyn Resolve,
+    notes: &mut Vec<String>,
+) -> bool {
     let mut expected: Vec<&WriteExpect> = expected.iter().collect();
     let mut ok = true;
     for write in written {
@@ -395,6 +403,12 @@ fn check_writes(expected: &[WriteExpect], written: &[Write], notes: &mut Vec<Str
         });
         match found {
             Some(i) => {
+                if let Some(check) = &expected[i].after
+                    && let Err(why) = check_after(check, write, resolve)
+                {
+                    ok = false;
+                    notes.push(why);
+                }
                 expected.remove(i);
             }
             None => {
@@ -423,6 +437,38 @@ fn check_writes(expected: &[WriteExpect], written: &[Write], notes: &mut Vec<Str
         ));
     }
     ok
+}
+
+/// Whether the state `write` left holds every value `check` names.
+fn check_after(check: &AfterCheck, write: &Write, resolve: &dyn Resolve) -> Result<(), String> {
+    let wanted = match &check.contains {
+        Value::Array(items) => items.iter().map(|v| resolve.resolve(v)).collect(),
+        one => resolve.resolve(one).map(|w| vec![w]),
+    };
+    let wanted: Vec<Want> =
+        wanted.map_err(|e| format!("{} after.{}: {e}", write.event, check.path))?;
+    let after = write.after.clone().unwrap_or(Value::Null);
+    let values = at_path(&after, &check.path);
+    let resolved = write.resolved();
+    let missing: Vec<Value> = wanted
+        .iter()
+        .filter(|want| {
+            !values
+                .iter()
+                .any(|v| want.contained_in(v, &Value::Null, &resolved))
+        })
+        .map(Want::shown)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} after.{} should contain {}, was {}",
+        write.event,
+        check.path,
+        Value::Array(missing),
+        Value::Array(values)
+    ))
 }
 
 fn check_args(
@@ -538,11 +584,13 @@ mod tests {
         school: Uuid,
         blue: Uuid,
         sarah: Uuid,
+        mugisha: Uuid,
     }
 
     fn fixture() -> Fixture {
         let school = Uuid::new_v4();
         let (blue, green, sarah) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let mugisha = Uuid::new_v4();
         let student = |id, name: &str, class, detail: &str| {
             (
                 "student".to_owned(),
@@ -574,7 +622,7 @@ mod tests {
                 None,
             ),
             student(sarah, "Nakato Sarah", blue, "S1 Blue, KHS001"),
-            student(Uuid::new_v4(), "Mugisha Brian", blue, "S1 Blue, KHS002"),
+            student(mugisha, "Mugisha Brian", blue, "S1 Blue, KHS002"),
             student(Uuid::new_v4(), "Nakato Mary", green, "S2 Green, KHS016"),
         ]);
         Fixture {
@@ -583,6 +631,7 @@ mod tests {
             school,
             blue,
             sarah,
+            mugisha,
         }
     }
 
@@ -772,6 +821,39 @@ mod tests {
             ),
         );
         assert!(s.args, "{:?}", s.notes);
+    }
+
+    #[test]
+    fn an_after_check_reads_the_state_the_write_left_whatever_the_call_said() {
+        let f = fixture();
+        let c = case(
+            "writes = [{ event = \"record.attendance\", after = { path = \"absentStudentIds\", contains = [\"@student:Nakato Sarah\", \"@student:Mugisha Brian\"] } }]\n",
+        );
+        let left = |absent: Vec<Uuid>| Write {
+            after: Some(json!({ "date": "2026-12-06", "absentStudentIds": absent })),
+            ..write("record.attendance", None)
+        };
+        let mugisha_only = call("record_attendance", json!({ "absent": ["Mugisha"] }));
+        let s = f.score(
+            &c,
+            &finished(
+                vec![mugisha_only.clone()],
+                vec![left(vec![f.mugisha, f.sarah])],
+            ),
+        );
+        assert!(s.passed(), "{s:?}");
+        let s = f.score(
+            &c,
+            &finished(vec![mugisha_only], vec![left(vec![f.mugisha])]),
+        );
+        assert!(!s.writes && !s.passed());
+        assert!(
+            s.notes[0].starts_with(
+                "record.attendance after.absentStudentIds should contain [\"@student:Nakato Sarah"
+            ),
+            "{:?}",
+            s.notes
+        );
     }
 
     #[test]

@@ -391,9 +391,15 @@ async fn last_audit_id(stack: &Stack) -> Result<i64, sqlx::Error> {
 }
 
 async fn writes_since(stack: &Stack, after: i64) -> Result<Vec<Write>, sqlx::Error> {
-    type Row = (String, Option<uuid::Uuid>, Option<String>, Option<Value>);
+    type Row = (
+        String,
+        Option<uuid::Uuid>,
+        Option<String>,
+        Option<Value>,
+        Option<Value>,
+    );
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT event, campus_id, call_id, named FROM audit_log WHERE id > $1 ORDER BY id",
+        "SELECT event, campus_id, call_id, named, after FROM audit_log WHERE id > $1 ORDER BY id",
     )
     .bind(after)
     .fetch_all(&stack.owner)
@@ -401,7 +407,7 @@ async fn writes_since(stack: &Stack, after: i64) -> Result<Vec<Write>, sqlx::Err
     let ids = &stack.db.ids;
     Ok(rows
         .into_iter()
-        .map(|(event, campus, call, named)| Write {
+        .map(|(event, campus, call, named, after)| Write {
             event,
             campus: campus.map(|id| {
                 CAMPUSES
@@ -412,6 +418,7 @@ async fn writes_since(stack: &Stack, after: i64) -> Result<Vec<Write>, sqlx::Err
             // `<turn>/<call id as the stream names it>`.
             call: call.and_then(|c| c.split_once('/').map(|(_, id)| id.to_owned())),
             named,
+            after,
         })
         .collect())
 }

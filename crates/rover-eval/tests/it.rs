@@ -117,7 +117,14 @@ async fn the_ci_subset_passes_against_the_scripted_model() {
         .find(|c| c.name == "record_attendance")
         .map(|c| c.input["absent"].clone())
         .expect("the followup's record_attendance");
-    assert_eq!(absent.as_array().map(Vec::len), Some(2), "{absent}");
+    // The correction names Mugisha alone; the day it leaves has both absent.
+    assert_eq!(absent, serde_json::json!(["Mugisha"]));
+    let left = followup.writes[0].after.as_ref().expect("the day's state");
+    assert_eq!(
+        left["absentStudentIds"].as_array().map(Vec::len),
+        Some(2),
+        "{left}"
+    );
     assert_eq!(report.totals.turns, report.totals.cases + 1);
     assert_eq!(report.totals.false_claims, 0);
     assert!(report.totals.p90_model_calls >= report.totals.p50_model_calls);

@@ -54,10 +54,14 @@ pub struct RecordAttendanceArgs {
     /// The class, as staff name it (e.g. "S1 Blue") or its id; leave it out for the class you are class teacher of, if you have only one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<Named<ClassId>>,
-    /// The students who were absent, by name as the staff member said them (e.g. ["Nakato", "Mugisha"]) or by id; everyone else is marked present. Empty when all were present.
+    /// The students who were absent, by name exactly as the staff member said them (first names are enough) or by id. On a day not yet recorded everyone else is present; on a day already recorded they are added to its absentees. Empty when all were present.
     #[serde(default)]
     #[schemars(length(max = 500))]
     pub absent: Vec<Named<StudentId>>,
+    /// Only to correct a day already recorded: students marked absent who were present after all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 500))]
+    pub present: Vec<Named<StudentId>>,
     /// The day (YYYY-MM-DD), only when the staff member named a day other than today; leave it out for today. It must be in the current term.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<NaiveDate>,
@@ -71,7 +75,7 @@ impl Tool for RecordAttendance {
     type Output = AttendanceRecorded;
     const CONTRACT: ToolContract = ToolContract {
         name: "record_attendance",
-        description: "Record a day's attendance (the register) for a class you are class teacher of: name who was absent; everyone else is present. Recording the same day again replaces it.",
+        description: "Record a day's attendance (the register) for a class you are class teacher of: name who was absent; everyone else is present. To correct a day already recorded, name only the change: `absent` adds absentees, `present` marks students present again, and the rest stay as recorded; naming no one marks the whole class present.",
         label: "Recording attendance…",
         owner: OWNER,
         effect: Effect::Write,

@@ -46,6 +46,7 @@ async fn lakesides_admin_naming_hill_ids_gets_not_found_and_nothing_changes() {
         class: Some(Named::id(db.ids.class("S1 Blue"))),
         date: None,
         absent: vec![Named::id(db.ids.student("Nakato Sarah"))],
+        present: Vec::new(),
     };
     let error = record_attendance(&mut tx, &me, &lakeside, &attendance)
         .await

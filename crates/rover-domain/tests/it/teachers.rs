@@ -19,7 +19,19 @@ fn absent(db: &TestDb, class: &str, names: &[&str]) -> RecordAttendanceArgs {
         class: Some(Named::id(db.ids.class(class))),
         date: None,
         absent: names.iter().map(|n| Named::id(db.ids.student(n))).collect(),
+        present: Vec::new(),
     }
+}
+
+fn absentees(
+    written: &rover_domain::Written<rover_contracts::tools::AttendanceRecorded>,
+) -> Vec<&str> {
+    written
+        .output
+        .absent
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect()
 }
 
 fn marks(db: &TestDb, subject: &str, scores: &[(&str, f64)]) -> RecordMarksArgs {
@@ -87,7 +99,7 @@ async fn amina_sees_her_roster_and_records_attendance_with_nakato_absent() {
             .all(|(id, present)| *present != (*id == db.ids.student("Nakato Sarah").as_uuid()))
     );
 
-    // Recording the day again replaces it, and the change says what it was.
+    // Recording the day again naming no one marks everyone present, and the change says what it was.
     let again = record_attendance(&mut tx, &amina, &hill(&db), &absent(&db, "S1 Blue", &[]))
         .await
         .unwrap();
@@ -102,6 +114,73 @@ async fn amina_sees_her_roster_and_records_attendance_with_nakato_absent() {
         .await
         .unwrap();
     assert_eq!(absent_now, 0);
+}
+
+/// A day already recorded is corrected, not replaced: "Mugisha was away too" is `absent:
+/// ["Mugisha"]`, and Nakato stays absent.
+#[tokio::test]
+async fn a_day_recorded_again_is_corrected_by_naming_only_the_change() {
+    let db = TestDb::new().await;
+    let (mut tx, amina) = as_user(&db, "amina@hill.school").await;
+    let first = absent(&db, "S1 Blue", &["Nakato Sarah"]);
+    record_attendance(&mut tx, &amina, &hill(&db), &first)
+        .await
+        .unwrap();
+
+    let too = RecordAttendanceArgs {
+        class: Some(Named::name("S1 Blue")),
+        absent: vec![Named::name("Mugisha")],
+        ..absent(&db, "S1 Blue", &[])
+    };
+    let too = record_attendance(&mut tx, &amina, &hill(&db), &too)
+        .await
+        .unwrap();
+    assert_eq!(absentees(&too), ["Mugisha Brian", "Nakato Sarah"]);
+    assert_eq!(too.output.present, 3);
+    assert_eq!(
+        too.change.before.unwrap()["absentStudentIds"],
+        serde_json::json!([db.ids.student("Nakato Sarah").to_string()])
+    );
+    assert_eq!(
+        too.change.after["absentStudentIds"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Nakato came after all: she alone is taken off the day's absentees.
+    let came = RecordAttendanceArgs {
+        present: vec![Named::name("Nakato")],
+        ..absent(&db, "S1 Blue", &[])
+    };
+    let came = record_attendance(&mut tx, &amina, &hill(&db), &came)
+        .await
+        .unwrap();
+    assert_eq!(absentees(&came), ["Mugisha Brian"]);
+
+    // Named both ways: refused, and the day is as it was.
+    let both = RecordAttendanceArgs {
+        present: vec![Named::name("Achieng")],
+        ..absent(&db, "S1 Blue", &["Achieng Grace"])
+    };
+    let error = record_attendance(&mut tx, &amina, &hill(&db), &both)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, DomainError::Invalid(_)), "{error:?}");
+    let away: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT student_id FROM attendance WHERE NOT present")
+            .fetch_all(tx.connection())
+            .await
+            .unwrap();
+    assert_eq!(away, [db.ids.student("Mugisha Brian").as_uuid()]);
+
+    // Naming no one marks the whole class present, as on a first recording.
+    let everyone = record_attendance(&mut tx, &amina, &hill(&db), &absent(&db, "S1 Blue", &[]))
+        .await
+        .unwrap();
+    assert!(absentees(&everyone).is_empty());
+    assert_eq!(everyone.output.present, 5);
 }
 
 #[tokio::test]
