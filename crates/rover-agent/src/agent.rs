@@ -117,6 +117,26 @@ impl Agent {
         })
     }
 
+    /// The agent's read tools whose name shares a word with `request` ("Who teaches in S1 Blue?"
+    /// → `list_teaching_assignments`): what a model that announced work and called nothing is
+    /// pointed to. Words of five letters or more match on their first five ("teaches",
+    /// "teaching"); a write is never pointed to.
+    pub(crate) fn reads_named_in(&self, request: &str) -> Vec<&'static str> {
+        fn stems(text: &str) -> Vec<String> {
+            text.split(|c: char| !c.is_alphabetic())
+                .filter(|w| w.chars().count() >= 5)
+                .map(|w| w.to_lowercase().chars().take(5).collect())
+                .collect()
+        }
+        let said = stems(request);
+        self.tools
+            .iter()
+            .filter(|t| t.contract.effect == Effect::Read)
+            .filter(|t| stems(t.contract.name).iter().any(|s| said.contains(s)))
+            .map(|t| t.contract.name)
+            .collect()
+    }
+
     /// The subagent with this role, if it exists this turn.
     pub fn delegate(&self, subagent: Subagent) -> Option<&Agent> {
         self.subagents.iter().find(|a| a.subagent == Some(subagent))
@@ -552,5 +572,33 @@ mod tests {
         let invented = rover.check_call("say_hello", &json!({})).unwrap_err();
         assert!(invented.contains("no tool named say_hello"), "{invented}");
         assert!(invented.contains("answer in plain sentences"), "{invented}");
+    }
+
+    #[test]
+    fn a_request_points_to_the_reads_its_words_name_never_to_a_write() {
+        let dos = agent(
+            None,
+            &[
+                "list_classes",
+                "list_teaching_assignments",
+                "assign_subject_teacher",
+                "get_results_summary",
+            ],
+            vec![],
+        );
+        assert_eq!(
+            dos.reads_named_in("Who teaches in S1 Blue?"),
+            ["list_teaching_assignments"]
+        );
+        assert_eq!(
+            dos.reads_named_in("How did S1 Blue do? Show me the results"),
+            ["get_results_summary"]
+        );
+        assert_eq!(
+            dos.reads_named_in("Assign Okello to S1 Blue"),
+            ["list_teaching_assignments"],
+            "the read of assignments, never assign_subject_teacher"
+        );
+        assert!(dos.reads_named_in("Hello there").is_empty());
     }
 }

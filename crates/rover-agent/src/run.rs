@@ -445,6 +445,23 @@ impl Loop<'_, '_> {
             && (crate::claims::promise(text) || crate::claims::claim(text).is_some())
     }
 
+    /// What the model is told after an answer that announced work and called nothing: that
+    /// nothing was done, and which of its reads the request's words name, if any.
+    fn nothing_done(&self) -> String {
+        let reads = self
+            .said
+            .request()
+            .map(|r| self.agent.reads_named_in(r))
+            .unwrap_or_default();
+        if reads.is_empty() {
+            return NOTHING_DONE.to_owned();
+        }
+        format!(
+            "{NOTHING_DONE} The request's words name your tool {}.",
+            reads.join(", ")
+        )
+    }
+
     /// Emits `event` unless the step is an earlier turn's, replayed silently.
     fn emit_unless(&self, prior: bool, event: TurnEventKind) {
         if !prior {
@@ -481,8 +498,9 @@ impl Loop<'_, '_> {
                 self.nudged = true;
                 self.release_text();
                 self.emit_unless(prior, TurnEventKind::FinishStep);
+                let told = self.nothing_done();
                 self.conversation
-                    .push(json!({ "role": "system", "content": NOTHING_DONE }));
+                    .push(json!({ "role": "system", "content": told }));
                 return Ok(None);
             }
             if self.unfounded(&text) {

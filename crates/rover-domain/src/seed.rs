@@ -441,6 +441,30 @@ mod tests {
         );
     }
 
+    /// A small model copies an example from a tool's schema into its call: offered `e.g.
+    /// "Nakato"` and `e.g. "Mid-term test"`, Qwen2.5-Coder-1.5B wrote `student: "Nakito"` for
+    /// "Namuli 58" and an assessment nobody named. So no schema gives a demo student's name.
+    #[test]
+    fn no_tool_schema_gives_a_demo_students_name_as_an_example() {
+        let words: Vec<&str> = SCHOOLS
+            .iter()
+            .flat_map(|school| school.classes)
+            .flat_map(|class| class.students)
+            .flat_map(|name| name.split_whitespace())
+            .collect();
+        for contract in rover_contracts::tools::REGISTRY {
+            let text = serde_json::to_string(&(contract.args_schema)()).unwrap();
+            let text = format!("{} {text}", contract.description);
+            for word in &words {
+                assert!(
+                    !text.contains(word),
+                    "{} names the demo student {word:?}",
+                    contract.name
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_table_gets_rows_and_hill_has_no_sciences() {
         let ids = DemoIds::new(2026);

@@ -119,7 +119,7 @@ impl Tool for ListClasses {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FindStudentsArgs {
-    /// Part of a student's name or admission number, e.g. "Nakato".
+    /// Part of a student's name or admission number, as the staff member said it.
     #[schemars(length(min = 1, max = 100))]
     pub query: String,
     /// Only students of this class: its name (e.g. "S1 Blue") or its id.

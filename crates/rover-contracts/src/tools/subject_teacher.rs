@@ -41,7 +41,7 @@ impl Tool for ListMyClasses {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MarkEntry {
-    /// The student, by name as the staff member said it (e.g. "Nakato") or by id.
+    /// The student, by the name the staff member used (for "Give Okot 75" the student is "Okot") or by id.
     pub student: Named<StudentId>,
     /// Score out of 100.
     #[schemars(range(min = 0.0, max = 100.0))]
@@ -58,7 +58,7 @@ pub struct RecordMarksArgs {
     /// The subject, as staff name it (e.g. "Maths") or its id; leave it out when you teach only one subject.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<Named<SubjectId>>,
-    /// The assessment, e.g. "Mid-term test".
+    /// The assessment, in the words the staff member used for it (their quiz, test or exam).
     #[schemars(length(min = 1, max = 100))]
     pub assessment: String,
     /// The term (e.g. "Term 2"); leave it out for the current term.

@@ -343,7 +343,8 @@ async fn a_specialists_claim_of_a_change_it_never_made_is_not_shown() {
 }
 
 /// An answer that announces work ("I'll ask the class teacher") with no call made is told,
-/// once and only in the conversation, that nothing was done; the next step makes the call. An
+/// once and only in the conversation, that nothing was done and which read the request's words
+/// name; the next step makes the call. An
 /// answer made after calls, or a question, is never told.
 #[tokio::test]
 async fn an_answer_that_announces_work_and_calls_nothing_gets_one_more_step() {
@@ -381,6 +382,15 @@ async fn an_answer_that_announces_work_and_calls_nothing_gets_one_more_step() {
     assert_eq!(told(&requests[0]), 1);
     assert_eq!(told(&requests[1]), 2, "told once");
     assert_eq!(told(&requests[2]), 2, "and only once");
+    // Pointed to the read the request's words name ("teaches").
+    let telling = requests[1]["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        telling["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("The request's words name your tool list_teaching_assignments."),
+        "{telling}"
+    );
     // Never kept in the thread: the staff member's chat holds what was said and done.
     assert_eq!(
         stack
