@@ -101,6 +101,12 @@ function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
       {part.state === 'approval-responded' && (
         <div className="approval muted">{part.approval.approved ? 'Approved.' : 'Denied.'}</div>
       )}
+      {/* Declined, or expired unanswered: the server's reason says which. */}
+      {part.state === 'output-denied' && part.approval?.reason && (
+        <div className="approval muted" data-testid="approval-outcome">
+          {part.approval.reason}
+        </div>
+      )}
     </>
   );
 }

@@ -9,6 +9,7 @@ const SEARCH_DELAY_MS = 250;
 const STATUS = {
   running: 'replying',
   awaiting_approval: 'needs approval',
+  approval_expired: 'approval expired',
   awaiting_answer: 'has a question',
 };
 

@@ -100,6 +100,22 @@ async fn approvals_waiting_in_every_school_are_counted_with_the_oldest_ones_age(
     );
     let oldest = sample(&metrics, "rover_approval_oldest_wait_seconds");
     assert!(oldest > 0.0 && oldest < 300.0, "{metrics}");
+
+    // One runs out of time unanswered: it can no longer be answered, so it is not counted, even
+    // before the sweep marks it.
+    sqlx::query(
+        "UPDATE approvals SET expires_at = now() - interval '1 second' WHERE school_id = $1",
+    )
+    .bind(stack.db.ids.lakeside.as_uuid())
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    let metrics = scrape(&stack, worker).await;
+    assert_eq!(
+        sample(&metrics, "rover_approvals_waiting"),
+        1.0,
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

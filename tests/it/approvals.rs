@@ -209,6 +209,124 @@ async fn a_new_message_expires_a_pending_approval() {
     assert_eq!(sciences(&stack).await, 0);
 }
 
+/// `GET` of a history path as `email`: the JSON body.
+async fn history(stack: &Stack, email: &str, path: &str) -> Value {
+    stack
+        .http
+        .get(format!("http://{}{path}", stack.gateway))
+        .bearer_auth(stack.token(email))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The status `GET /api/chats` gives `chat`.
+async fn status(stack: &Stack, email: &str, chat: &str) -> String {
+    let list = history(stack, email, "/api/chats").await;
+    list["chats"]
+        .as_array()
+        .and_then(|chats| chats.iter().find(|c| c["id"] == chat))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_else(|| panic!("{chat} not in {list:#}"))
+        .to_owned()
+}
+
+/// An approval can be answered for `agent.approval_ttl_secs`. Past that, the chat says it
+/// expired, its card reads as declined saying why, and a late answer is refused saying why and
+/// runs nothing, before and after the sweep marks it; the next message moves the chat on.
+#[tokio::test]
+async fn an_approval_past_its_time_expires_and_a_late_answer_runs_nothing() {
+    let stack = Stack::start_with(&[], &[("ROVER_AGENT__APPROVAL_TTL_SECS", "3600")]).await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let paused = stack
+        .say(EMAIL, "chat-late", "Create a department called Sciences")
+        .await;
+    let (request, input) = requested(&paused);
+    let approval = uuid::Uuid::parse_str(request["approvalId"].as_str().unwrap()).unwrap();
+    let lasts: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM expires_at - created_at)::float8 FROM approvals \
+         WHERE approval_id = $1",
+    )
+    .bind(approval)
+    .fetch_one(&stack.owner)
+    .await
+    .unwrap();
+    assert!(
+        (lasts - 3600.0).abs() < 5.0,
+        "the worker's setting: {lasts}"
+    );
+    assert_eq!(
+        status(&stack, EMAIL, "chat-late").await,
+        "awaiting_approval"
+    );
+
+    // Two hours pass with nobody answering.
+    sqlx::query(
+        "WITH a AS (UPDATE approvals SET created_at = created_at - interval '2 hours', \
+                        expires_at = expires_at - interval '2 hours' \
+                    WHERE approval_id = $1 RETURNING thread_id) \
+         UPDATE threads SET last_activity_at = last_activity_at - interval '2 hours' \
+          WHERE id = (SELECT thread_id FROM a)",
+    )
+    .bind(approval)
+    .execute(&stack.owner)
+    .await
+    .unwrap();
+    assert_eq!(status(&stack, EMAIL, "chat-late").await, "approval_expired");
+    let card = |chat: &Value| {
+        chat["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .find(|p| p["toolCallId"] == request["toolCallId"])
+            .cloned()
+            .unwrap_or_else(|| panic!("no card in {chat:#}"))
+    };
+    let shown = card(&history(&stack, EMAIL, "/api/chats/chat-late").await);
+    assert_eq!(shown["state"], "output-denied", "{shown:#}");
+    let why = shown["approval"]["reason"].as_str().unwrap().to_owned();
+    assert!(
+        why.contains("expired") && why.contains("within 1 hour"),
+        "{why}"
+    );
+
+    let late = || async {
+        let body = answer(&request, "create_department", &input, true);
+        let response = post_answer(&stack, EMAIL, "chat-late", body).await;
+        let status = response.status().as_u16();
+        let error: Value = response.json().await.unwrap();
+        (status, error)
+    };
+    let (code, error) = late().await;
+    assert_eq!(code, 409, "{error:#}");
+    assert_eq!(error["error"]["code"], "approval_invalid");
+    assert_eq!(error["error"]["message"], why.as_str(), "told why");
+
+    // The worker's sweep marks it expired; a late answer is still told why, and runs nothing.
+    let swept: i64 = sqlx::query_scalar("SELECT rover_expire_approvals()")
+        .fetch_one(&stack.owner)
+        .await
+        .unwrap();
+    assert_eq!(swept, 1);
+    let (code, error) = late().await;
+    assert_eq!(
+        (code, error["error"]["message"].as_str()),
+        (409, Some(why.as_str()))
+    );
+    assert_eq!(status(&stack, EMAIL, "chat-late").await, "approval_expired");
+    assert_eq!(sciences(&stack).await, 0, "nothing ran");
+
+    // The next message moves the chat on.
+    let next = stack.say(EMAIL, "chat-late", "List the departments").await;
+    assert_eq!(next.finish_reason(), Some("stop"), "{:#?}", next.chunks);
+    assert_eq!(status(&stack, EMAIL, "chat-late").await, "idle");
+    assert_eq!(sciences(&stack).await, 0);
+}
+
 #[tokio::test]
 async fn a_subagents_write_pauses_and_resumes_inside_the_subagent() {
     let stack = Stack::start().await;

@@ -52,8 +52,12 @@ impl Gate {
             .execute(tx.connection())
             .await?;
         rover_turnstore::threads::ensure_thread(&mut tx, thread, user).await?;
-        let ApprovalState::Pending { approval_id } =
-            rover_turnstore::approvals::approval_for(&mut tx, &call).await?
+        let ApprovalState::Pending { approval_id } = rover_turnstore::approvals::approval_for(
+            &mut tx,
+            &call,
+            rover_turnstore::DEFAULT_APPROVAL_TTL,
+        )
+        .await?
         else {
             anyhow::bail!("a new approval is not pending");
         };

@@ -145,7 +145,7 @@ pub async fn provision(admin_url: &str, p: &Provision) -> Result<ProvisionedUrls
          GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO \"{app}\"; \
          GRANT EXECUTE ON FUNCTION rover_user_school(uuid), rover_user_school_by_email(text), \
          rover_chat_retention(), rover_forget_deleted_threads(interval), \
-         rover_search_threads(uuid, text), rover_approvals_waiting(), \
+         rover_search_threads(uuid, text), rover_approvals_waiting(), rover_expire_approvals(), \
          rover_open_call(uuid, boolean, bigint, text, text, text, uuid, uuid, uuid, jsonb), \
          rover_finish_write(uuid, uuid, uuid, text, text, text, text, text, jsonb, jsonb, jsonb, jsonb), \
          rover_list_departments(uuid), rover_list_classes(uuid, bigint), \

@@ -73,17 +73,19 @@ pub async fn decided(
     .fetch_one(tx.connection())
     .await?;
     if exists {
-        approval_for(tx, call).await.map(Some)
+        state_of(tx, call).await.map(Some)
     } else {
         Ok(None)
     }
 }
 
-/// The approval of `call`: the stored one, or — when there is none — a new pending one.
+/// The approval of `call`: the stored one, or — when there is none — a new pending one, which
+/// can be answered for `ttl` (then it expires: migration `0061`).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", call_id = %call.call_id))]
 pub async fn approval_for(
     tx: &mut TenantTx,
     call: &GatedCall,
+    ttl: std::time::Duration,
 ) -> Result<ApprovalState, DomainError> {
     let (Some(root), Some(turn)) = (call.chain.first(), call.chain.last()) else {
         return Err(DomainError::Invalid("A turn without a chain.".to_owned()));
@@ -96,8 +98,9 @@ pub async fn approval_for(
         .collect();
     sqlx::query(
         "INSERT INTO approvals (school_id, approval_id, thread_id, root_turn_id, turn_id, chain, \
-                                call_id, tool, input, user_id) \
-         VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9) \
+                                call_id, tool, input, user_id, expires_at) \
+         VALUES ($1, gen_random_uuid(), $2, $3, $4, $5, $6, $7, $8, $9, \
+                 now() + make_interval(secs => $10)) \
          ON CONFLICT (school_id, root_turn_id, call_id) DO NOTHING",
     )
     .bind(school)
@@ -109,8 +112,17 @@ pub async fn approval_for(
     .bind(&call.tool)
     .bind(&call.input)
     .bind(call.user.as_uuid())
+    .bind(ttl.as_secs_f64())
     .execute(tx.connection())
     .await?;
+    state_of(tx, call).await
+}
+
+/// The stored approval of `call`, as the turn asking may act on it.
+async fn state_of(tx: &mut TenantTx, call: &GatedCall) -> Result<ApprovalState, DomainError> {
+    let (Some(root), Some(turn)) = (call.chain.first(), call.chain.last()) else {
+        return Err(DomainError::Invalid("A turn without a chain.".to_owned()));
+    };
     let (approval_id, state, reason, consumer, same_input): (
         uuid::Uuid,
         String,
@@ -151,9 +163,10 @@ pub struct ApprovalAnswer {
 }
 
 /// Records `answers` for `turn`, the turn that will continue the paused one: each must name a
-/// pending approval of this user's thread, for that very call and input, and all the same paused
-/// turn. Returns that turn's chain, or `None` when any answer does not match (then nothing may be
-/// recorded: the caller rolls the transaction back).
+/// pending approval of this user's thread, for that very call and input, not past its time, and
+/// all the same paused turn. Returns that turn's chain, or `None` when any answer does not match
+/// (then nothing may be recorded: the caller rolls the transaction back; [`timed_out`] says
+/// whether it was too late).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, answers = answers.len()))]
 pub async fn answer(
     tx: &mut TenantTx,
@@ -168,7 +181,7 @@ pub async fn answer(
             "UPDATE approvals SET state = CASE WHEN $6 THEN 'approved' ELSE 'denied' END, \
                  reason = $7, consumer_turn_id = $8, decided_at = now() \
              WHERE approval_id = $1 AND call_id = $2 AND input = $3 AND user_id = $4 \
-               AND thread_id = $5 AND state = 'pending' \
+               AND thread_id = $5 AND state = 'pending' AND expires_at > now() \
              RETURNING chain",
         )
         .bind(answer.approval_id)
@@ -188,6 +201,77 @@ pub async fn answer(
         }
     }
     Ok(chain.map(|c| c.into_iter().map(TurnId::from_uuid).collect()))
+}
+
+/// Of `approval_ids`, the first that was this user's in this thread and ran out of time
+/// unanswered (still pending past `expires_at`, or expired by the sweep): how long it could be
+/// answered, in seconds. `None` when none did.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn timed_out(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+    user: UserId,
+    approval_ids: &[uuid::Uuid],
+) -> Result<Option<i64>, DomainError> {
+    Ok(sqlx::query_scalar(
+        "SELECT extract(epoch FROM expires_at - created_at)::bigint FROM approvals \
+         WHERE approval_id = ANY($1) AND thread_id = $2 AND user_id = $3 \
+           AND expires_at <= now() \
+           AND (state = 'pending' OR (state = 'expired' AND decided_at >= expires_at)) \
+         LIMIT 1",
+    )
+    .bind(approval_ids)
+    .bind(thread.as_uuid())
+    .bind(user.as_uuid())
+    .fetch_optional(tx.connection())
+    .await?)
+}
+
+/// The thread's approvals that ran out of time unanswered, and how long each could be answered
+/// (seconds): the history read shows their cards as expired.
+#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread))]
+pub async fn timed_out_in(
+    tx: &mut TenantTx,
+    thread: ThreadId,
+) -> Result<Vec<(uuid::Uuid, i64)>, DomainError> {
+    Ok(sqlx::query_as(
+        "SELECT approval_id, extract(epoch FROM expires_at - created_at)::bigint FROM approvals \
+         WHERE thread_id = $1 AND expires_at <= now() \
+           AND (state = 'pending' OR (state = 'expired' AND decided_at >= expires_at))",
+    )
+    .bind(thread.as_uuid())
+    .fetch_all(tx.connection())
+    .await?)
+}
+
+/// Expires every school's pending approvals past their time (`rover_expire_approvals`, past
+/// row-level security); how many. The worker's sweep calls it.
+pub async fn expire_due(pool: &sqlx::PgPool) -> Result<i64, DomainError> {
+    Ok(sqlx::query_scalar("SELECT rover_expire_approvals()")
+        .fetch_one(pool)
+        .await?)
+}
+
+/// How a staff member is told an answer came too late, `secs` being how long it could wait.
+#[must_use]
+pub fn too_late(secs: i64) -> String {
+    let waited = match secs {
+        s if s >= 3600 && s % 3600 == 0 => plural(s / 3600, "hour"),
+        s if s >= 60 && s % 60 == 0 => plural(s / 60, "minute"),
+        s => plural(s, "second"),
+    };
+    format!(
+        "That approval expired: nobody answered it within {waited}, so nothing was run. Ask again \
+         if it is still needed."
+    )
+}
+
+fn plural(n: i64, unit: &str) -> String {
+    if n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
 }
 
 /// Expires the thread's pending approvals: the conversation moved on without them.
@@ -252,13 +336,26 @@ pub async fn history_before(
     Ok((history, first))
 }
 
-/// Approvals pending across every school, and how long the oldest has waited in seconds (0 when
-/// none): two numbers for the worker's `/metrics`, nothing of any school
-/// (`rover_approvals_waiting()`, past row-level security).
+/// Approvals pending across every school that can still be answered (not past their time), and
+/// how long the oldest has waited in seconds (0 when none): two numbers for the worker's
+/// `/metrics`, nothing of any school (`rover_approvals_waiting()`, past row-level security).
 pub async fn waiting(pool: &sqlx::PgPool) -> Result<(i64, f64), DomainError> {
     Ok(
         sqlx::query_as("SELECT waiting, oldest_seconds FROM rover_approvals_waiting()")
             .fetch_one(pool)
             .await?,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_late;
+
+    #[test]
+    fn a_late_answer_says_how_long_the_approval_could_wait() {
+        assert!(too_late(86_400).contains("within 24 hours, so nothing was run"));
+        assert!(too_late(3_600).contains("within 1 hour,"));
+        assert!(too_late(90).contains("within 90 seconds,"));
+        assert!(too_late(120).contains("within 2 minutes,"));
+    }
 }

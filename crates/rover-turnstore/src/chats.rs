@@ -23,6 +23,9 @@ pub enum ChatStatus {
     Running,
     /// A write waits for the staff member's approval.
     AwaitingApproval,
+    /// A write waited for approval past its time, nobody answered, and nothing happened in the
+    /// chat since: it was not run.
+    ApprovalExpired,
     /// Rover asked the staff member a question (`ask_user`).
     AwaitingAnswer,
 }
@@ -35,6 +38,7 @@ impl ChatStatus {
             Self::Idle => "idle",
             Self::Running => "running",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::ApprovalExpired => "approval_expired",
             Self::AwaitingAnswer => "awaiting_answer",
         }
     }
@@ -43,6 +47,7 @@ impl ChatStatus {
         match name {
             "running" => Self::Running,
             "awaiting_approval" => Self::AwaitingApproval,
+            "approval_expired" => Self::ApprovalExpired,
             "awaiting_answer" => Self::AwaitingAnswer,
             _ => Self::Idle,
         }
@@ -134,7 +139,12 @@ const STATUS: &str = "CASE \
     WHEN EXISTS (SELECT 1 FROM open_turns o WHERE o.school_id = t.school_id \
         AND o.thread_id = t.id AND o.expires_at > now()) THEN 'running' \
     WHEN EXISTS (SELECT 1 FROM approvals a WHERE a.school_id = t.school_id \
-        AND a.thread_id = t.id AND a.state = 'pending') THEN 'awaiting_approval' \
+        AND a.thread_id = t.id AND a.state = 'pending' AND a.expires_at > now()) \
+        THEN 'awaiting_approval' \
+    WHEN EXISTS (SELECT 1 FROM approvals a WHERE a.school_id = t.school_id \
+        AND a.thread_id = t.id AND a.expires_at <= now() AND a.expires_at > t.last_activity_at \
+        AND (a.state = 'pending' OR (a.state = 'expired' AND a.decided_at >= a.expires_at))) \
+        THEN 'approval_expired' \
     WHEN coalesce((SELECT jsonb_path_exists(c.message, \
         '$.tool_calls[*] ? (@.function.name == \"ask_user\")') FROM conversation_log c \
         WHERE c.school_id = t.school_id AND c.thread_id = t.id \

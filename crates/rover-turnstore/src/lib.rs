@@ -29,4 +29,4 @@ pub mod threads;
 pub mod usage;
 
 #[cfg(feature = "agent")]
-pub use store::{PgTurnStore, TurnKey};
+pub use store::{DEFAULT_APPROVAL_TTL, PgTurnStore, TurnKey};

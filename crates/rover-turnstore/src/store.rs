@@ -28,7 +28,13 @@ pub struct PgTurnStore {
     /// The turn's approval chain: the turns it continues (root first), then itself.
     chain: Vec<TurnId>,
     daily: DailyLimits,
+    /// How long an approval this turn asks for can be answered.
+    approval_ttl: std::time::Duration,
 }
+
+/// How long an approval can be answered unless the worker is told otherwise
+/// (`agent.approval_ttl_secs`).
+pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// Which turn a [`PgTurnStore`] is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +89,15 @@ impl PgTurnStore {
             turn: key.turn,
             chain,
             daily,
+            approval_ttl: DEFAULT_APPROVAL_TTL,
         }
+    }
+
+    /// The same store, its approvals answerable for `ttl` (then they expire).
+    #[must_use]
+    pub fn with_approval_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.approval_ttl = ttl;
+        self
     }
 
     async fn begin(&self) -> Result<TenantTx, DomainError> {
@@ -153,7 +167,7 @@ impl PgTurnStore {
                 tx.commit().await?;
                 return Ok(Gate::Run);
             }
-            None => approvals::approval_for(&mut tx, &call).await?,
+            None => approvals::approval_for(&mut tx, &call, self.approval_ttl).await?,
         };
         tx.commit().await?;
         Ok(match state {

@@ -146,7 +146,8 @@ async fn detail(
         .into_iter()
         .map(|(message, rating, comment)| (message, Rating { rating, comment }))
         .collect();
-    let rebuilt = messages::messages(turns);
+    let timed_out = rover_turnstore::approvals::timed_out_in(tx, chat.thread).await?;
+    let rebuilt = messages::messages(turns, &timed_out);
     Ok(ChatDetail {
         chat: ChatSummary::from(chat),
         messages: rebuilt.messages,

@@ -38,7 +38,10 @@ pub(crate) async fn run_request(
         shared.pool.clone(),
         request,
         budget::daily_limits(&shared.settings.budget),
-    );
+    )
+    .with_approval_ttl(std::time::Duration::from_secs(
+        shared.settings.agent.approval_ttl_secs.max(1),
+    ));
     let deps = TurnDeps {
         runtime: &shared.runtime,
         turn: request,

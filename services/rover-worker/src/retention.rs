@@ -1,6 +1,7 @@
 //! The chat retention sweep: every school that set a retention period (`chat_retention`) loses
 //! the chats idle for longer, in batches; deleted-thread tombstones older than any turn identity
-//! issued before them are forgotten. Each replica sweeps on its own timer: a batch skips the rows
+//! issued before them are forgotten; pending approvals past their time are marked expired (a
+//! late answer is refused before that, from the row's `expires_at`). Each replica sweeps on its own timer: a batch skips the rows
 //! another sweeper holds (`FOR UPDATE SKIP LOCKED`) and a second delete of a gone row does
 //! nothing, so running everywhere at once is safe. Each school is swept on its own: one school's
 //! error is logged and never stops the sweep of the others.
@@ -23,12 +24,15 @@ pub struct Swept {
     pub tombstones: i64,
     /// Schools whose sweep failed (logged with the cause); the others were swept all the same.
     pub failed_schools: u64,
+    /// Pending approvals past their time, marked expired.
+    pub approvals: i64,
 }
 
 /// Sweeps once: for each school with a retention period, its expired chats (batch after batch
-/// until none is left), then old tombstones. One school's failure is logged and counted, and the
-/// sweep goes on with the next: it never stops the others. Only a failure to read the schools'
-/// periods, or to forget tombstones, fails the sweep.
+/// until none is left), then old tombstones, then every school's approvals past their time. One
+/// school's failure is logged and counted, and the sweep goes on with the next: it never stops
+/// the others. Only a failure to read the schools'
+/// periods, to forget tombstones or to expire approvals fails the sweep.
 pub async fn sweep(pool: &PgPool) -> Result<Swept, rover_domain::DomainError> {
     let mut swept = Swept::default();
     for (school, keep_days) in rover_turnstore::chats::retention(pool).await? {
@@ -47,11 +51,13 @@ pub async fn sweep(pool: &PgPool) -> Result<Swept, rover_domain::DomainError> {
         }
     }
     swept.tombstones = rover_turnstore::chats::forget_deleted(pool, TOMBSTONE_LIFE).await?;
-    if swept.chats > 0 || swept.tombstones > 0 {
+    swept.approvals = rover_turnstore::approvals::expire_due(pool).await?;
+    if swept.chats > 0 || swept.tombstones > 0 || swept.approvals > 0 {
         tracing::info!(
             chats = swept.chats,
             tombstones = swept.tombstones,
-            "retention sweep removed expired chats"
+            approvals = swept.approvals,
+            "retention sweep removed expired chats and expired unanswered approvals"
         );
     }
     Ok(swept)

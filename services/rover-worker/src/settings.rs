@@ -76,8 +76,11 @@ pub struct AgentSettings {
     pub sandbox_sweep_interval_secs: u64,
     /// How often the chat retention sweep runs (it also runs when the worker starts), in seconds:
     /// each school's chats idle past its retention period go (`chat_retention`; no row keeps
-    /// them). Safe on every replica at once.
+    /// them), and approvals past their time are marked expired. Safe on every replica at once.
     pub chat_sweep_interval_secs: u64,
+    /// How long the staff member can answer an approval a turn asks for, in seconds (24 hours by
+    /// default); then it expires, the chat says so, and a late answer is refused. At least 1.
+    pub approval_ttl_secs: u64,
     /// Model calls one agent may make in a turn before it stops with a clear message.
     pub step_limit: u32,
     /// Attempts of a model request on transport errors.
@@ -108,6 +111,7 @@ impl Default for AgentSettings {
             sandbox_max_age_secs: 30 * 24 * 60 * 60,
             sandbox_sweep_interval_secs: 60 * 60,
             chat_sweep_interval_secs: 60 * 60,
+            approval_ttl_secs: 24 * 60 * 60,
             step_limit: 8,
             model_attempts: 2,
             turn_timeout_ms: 10 * 60 * 1000,

@@ -30,8 +30,11 @@ pub(crate) struct ChatSummary {
     /// When a reply last started or ended.
     pub last_activity_at: DateTime<Utc>,
     /// `idle`, `running` (a reply is queued or running), `awaiting_approval` (a write waits for
-    /// the staff member's answer) or `awaiting_answer` (Rover asked a question).
-    #[schemars(regex(pattern = r"^(idle|running|awaiting_approval|awaiting_answer)$"))]
+    /// the staff member's answer), `approval_expired` (it waited past its time, nobody answered,
+    /// and it was not run) or `awaiting_answer` (Rover asked a question).
+    #[schemars(regex(
+        pattern = r"^(idle|running|awaiting_approval|approval_expired|awaiting_answer)$"
+    ))]
     pub status: String,
 }
 

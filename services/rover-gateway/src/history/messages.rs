@@ -29,8 +29,10 @@ pub(crate) struct Rebuilt {
     pub(crate) tool_labels: BTreeMap<String, ToolLabel>,
 }
 
-/// The chat's messages, oldest first, and its tool calls' labels.
-pub(crate) fn messages(turns: Vec<ChatTurn>) -> Rebuilt {
+/// The chat's messages, oldest first, and its tool calls' labels. A call whose approval ran out
+/// of time unanswered (`timed_out`: approval id, seconds it could wait) reads as declined, with
+/// why (`output-denied`, as after a denial): its card says it expired and nothing was run.
+pub(crate) fn messages(turns: Vec<ChatTurn>, timed_out: &[(uuid::Uuid, i64)]) -> Rebuilt {
     let mut messages: Vec<Value> = Vec::new();
     let mut tool_labels = BTreeMap::new();
     for turn in turns {
@@ -63,9 +65,27 @@ pub(crate) fn messages(turns: Vec<ChatTurn>) -> Rebuilt {
         );
         stream_into(&mut messages, &chunks);
     }
+    expire(&mut messages, timed_out);
     Rebuilt {
         messages,
         tool_labels,
+    }
+}
+
+/// Marks the calls whose approval ran out of time unanswered as declined, saying why.
+fn expire(messages: &mut [Value], timed_out: &[(uuid::Uuid, i64)]) {
+    for (approval, secs) in timed_out {
+        let id = approval.to_string();
+        for part in tool_parts(messages) {
+            if part["state"] == "approval-requested" && part["approval"]["id"] == id.as_str() {
+                part["state"] = json!("output-denied");
+                part["approval"] = json!({
+                    "id": id,
+                    "approved": false,
+                    "reason": rover_turnstore::approvals::too_late(*secs),
+                });
+            }
+        }
     }
 }
 
@@ -397,10 +417,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_approved_write_continues_the_message_it_paused() {
-        let approval = uuid::Uuid::from_u128(9);
-        let paused = turn(
+    /// A turn that paused on creating Sciences, asking `approval`.
+    fn paused_on(approval: uuid::Uuid) -> ChatTurn {
+        turn(
             Some(user("Create Sciences")),
             None,
             vec![
@@ -427,7 +446,36 @@ mod tests {
                     model: None,
                 },
             ],
+        )
+    }
+
+    #[test]
+    fn an_approval_that_ran_out_of_time_reads_as_declined_saying_so() {
+        let approval = uuid::Uuid::from_u128(7);
+        let messages = messages_of(vec![paused_on(approval)], &[(approval, 86_400)]);
+        let tool = &messages[1]["parts"][1];
+        assert_eq!(tool["state"], "output-denied", "{tool:#}");
+        assert_eq!(tool["approval"]["id"], approval.to_string());
+        assert_eq!(tool["approval"]["approved"], false);
+        let reason = tool["approval"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("within 24 hours, so nothing was run"),
+            "{reason}"
         );
+        // Only that approval: another waits on.
+        let other = uuid::Uuid::from_u128(8);
+        let waiting = messages_of(vec![paused_on(approval)], &[(other, 60)]);
+        assert_eq!(waiting[1]["parts"][1]["state"], "approval-requested");
+    }
+
+    fn messages_of(turns: Vec<ChatTurn>, timed_out: &[(uuid::Uuid, i64)]) -> Vec<Value> {
+        messages(turns, timed_out).messages
+    }
+
+    #[test]
+    fn an_approved_write_continues_the_message_it_paused() {
+        let approval = uuid::Uuid::from_u128(9);
+        let paused = paused_on(approval);
         let continued = turn(
             None,
             Some(
@@ -455,7 +503,7 @@ mod tests {
             ],
         );
         let continued_turn = continued.turn;
-        let messages = messages(vec![paused, continued]).messages;
+        let messages = messages(vec![paused, continued], &[]).messages;
         assert_eq!(messages.len(), 2, "{messages:#?}");
         let reply = &messages[1];
         assert_eq!(reply["id"], "msg-1");
@@ -499,7 +547,7 @@ mod tests {
             ],
         );
         let next = turn(Some(user("Date?")), None, vec![start("msg-b")]);
-        let messages = messages(vec![stopped, next]).messages;
+        let messages = messages(vec![stopped, next], &[]).messages;
         assert_eq!(messages.len(), 4);
         assert_eq!(
             messages[1]["parts"][1],

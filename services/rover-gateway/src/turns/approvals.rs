@@ -47,7 +47,8 @@ pub(crate) fn answers(parts: &[Value]) -> Result<Vec<ApprovalAnswer>, ApiError> 
         .collect()
 }
 
-/// What a POST gets when an answer matches no pending approval of the caller's thread.
+/// What a POST gets when an answer matches no pending approval of the caller's thread (one that
+/// ran out of time is told so: `rover_turnstore::approvals::too_late`).
 pub(crate) fn invalid_answer() -> ApiError {
     ApiError::new(
         ErrorCode::ApprovalInvalid,
@@ -71,9 +72,22 @@ pub(crate) async fn bind(
         rover_turnstore::approvals::expire_pending(tx, thread).await?;
         return Ok((input, format!("msg-{turn}")));
     }
-    let chain = rover_turnstore::approvals::answer(tx, thread, principal.user_id, turn, answers)
-        .await?
-        .ok_or_else(invalid_answer)?;
+    let Some(chain) =
+        rover_turnstore::approvals::answer(tx, thread, principal.user_id, turn, answers).await?
+    else {
+        // Too late is said as such; anything else is one answer for every mismatch.
+        let ids: Vec<uuid::Uuid> = answers.iter().map(|a| a.approval_id).collect();
+        return Err(
+            match rover_turnstore::approvals::timed_out(tx, thread, principal.user_id, &ids).await?
+            {
+                Some(secs) => ApiError::new(
+                    ErrorCode::ApprovalInvalid,
+                    rover_turnstore::approvals::too_late(secs),
+                ),
+                None => invalid_answer(),
+            },
+        );
+    };
     // The continuation adds to the paused chain's assistant message.
     let message_id = format!("msg-{}", chain.first().copied().unwrap_or(turn));
     Ok((

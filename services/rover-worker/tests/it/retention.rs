@@ -202,3 +202,61 @@ async fn a_retention_period_is_range_checked_and_one_schools_error_never_stops_t
     );
     assert!(exists(&owner, kept).await);
 }
+
+/// The sweep marks every school's approvals past their time expired — only those, and as timed
+/// out (`decided_at` at or after `expires_at`), so a late answer is told why.
+#[tokio::test]
+async fn the_sweep_expires_every_schools_approvals_past_their_time_and_no_others() {
+    let db = TestDb::new().await;
+    let owner = PgPool::connect(db.owner_url()).await.unwrap();
+    let mut approvals = Vec::new();
+    for (school, user, ttl) in [
+        (db.ids.hill, db.ids.user("admin@hill.school"), 0.0),
+        (db.ids.lakeside, db.ids.user("admin@lakeside.college"), 0.0),
+        (db.ids.hill, db.ids.user("admin@hill.school"), 3600.0),
+    ] {
+        let thread = chat(&db, &owner, school, user, 0).await;
+        let call = rover_turnstore::approvals::GatedCall {
+            thread,
+            chain: vec![TurnId::new()],
+            user,
+            call_id: "0-call".to_owned(),
+            tool: "create_department".to_owned(),
+            input: json!({ "name": "Sciences" }),
+        };
+        let mut tx = rover_domain::begin_tenant(&db.pool, school).await.unwrap();
+        let rover_turnstore::approvals::ApprovalState::Pending { approval_id } =
+            rover_turnstore::approvals::approval_for(
+                &mut tx,
+                &call,
+                std::time::Duration::from_secs_f64(ttl),
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("a new approval is pending");
+        };
+        tx.commit().await.unwrap();
+        approvals.push(approval_id);
+    }
+    let swept = rover_worker::retention::sweep(&db.pool).await.unwrap();
+    assert_eq!(swept.approvals, 2);
+    let states: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT state, coalesce(decided_at >= expires_at, false) FROM approvals \
+         WHERE approval_id = ANY($1) ORDER BY array_position($1, approval_id)",
+    )
+    .bind(&approvals)
+    .fetch_all(&owner)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        [
+            ("expired".to_owned(), true),
+            ("expired".to_owned(), true),
+            ("pending".to_owned(), false),
+        ]
+    );
+    let again = rover_worker::retention::sweep(&db.pool).await.unwrap();
+    assert_eq!(again.approvals, 0);
+}
