@@ -6,6 +6,7 @@
     reason = "a test reads as one story: its setup, the act and every assertion in one place"
 )]
 
+mod approval_mode;
 mod call_pool;
 mod campus;
 mod cross_tenant;
