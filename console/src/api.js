@@ -1,6 +1,6 @@
-// The gateway's chat history API (`/api/chats…`) and the chat's stop endpoint, with the caller's
-// bearer token. A non-2xx answer becomes an `ApiError` carrying the gateway's
-// `{"error":{"code","message"}}`.
+// The gateway's chat history API (`/api/chats…`), the chat's stop endpoint and the school's
+// approval rules (`/api/approval-policy`), with the caller's bearer token. A non-2xx answer
+// becomes an `ApiError` carrying the gateway's `{"error":{"code","message"}}`.
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -72,4 +72,17 @@ export async function sendFeedback(token, chatId, messageId, rating, comment) {
  * 202 while it is still ending, 204 when nothing was running. */
 export async function stopChat(token, id) {
   return (await call(token, 'POST', `/api/chat/${encodeURIComponent(id)}/stop`)).status;
+}
+
+/** The school's approval rules, with the roles and write tools a rule may name:
+ * `{ rules: [{ role, tool, mode }], roles, tools }` (`*` is any role or any write). Needs
+ * `read:Role`: a teacher gets a 403. */
+export async function getApprovalPolicy(token) {
+  return (await call(token, 'GET', '/api/approval-policy')).json();
+}
+
+/** Replaces the school's approval rules with `rules`, whole; answers the policy as stored (most
+ * specific rule first). Needs `update:Role` and the whole school's scope. */
+export async function putApprovalPolicy(token, rules) {
+  return (await call(token, 'PUT', '/api/approval-policy', { rules })).json();
 }

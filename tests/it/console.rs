@@ -8,7 +8,8 @@
 //! approved write and deleted from the sidebar. It leaves a screenshot in
 //! `target/console/console.png`, and checks that the browser keeps the session only. A second
 //! script (`tests/browser/badge.mjs`) reloads a chat a specialist worked in and checks that each
-//! row keeps its specialist badge.
+//! row keeps its specialist badge; a third (`tests/browser/settings.mjs`) sets the school's approval
+//! rules on the settings page.
 //!
 //! Needs `/usr/bin/chromium` (`deploy/local/ensure-chromium.sh`, which `make test` runs). The
 //! console is built with `make console` (a no-op when `console/dist` is up to date) and the
@@ -520,4 +521,87 @@ async fn a_reopened_chat_keeps_the_specialists_badge_in_chromium() {
         "{report:#}"
     );
     assert_eq!(report["reopened"], report["live"], "{report:#}");
+}
+
+/// The settings page sets the school's approval rules: the school admin sees the rules, adds one
+/// (teachers' writes run without approval) and saves; the rule is there after a reload, stored
+/// through `PUT /api/approval-policy` (audited once); a teacher opening the page sees the server's
+/// refusal and no form.
+#[tokio::test]
+async fn the_console_sets_the_approval_rules_in_chromium() {
+    const ADMIN: &str = "admin@hill.school";
+    let dist = built_console().await;
+    let stack = Stack::start_with(
+        &[],
+        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
+    )
+    .await;
+    let dir = playwright().await;
+    let mut node = Command::new("node");
+    node.current_dir(&dir)
+        .env("ROVER_CHROMIUM", chromium())
+        .args(["settings.mjs", &format!("http://{}", stack.gateway)]);
+    let output = run(node, "node settings.mjs", BROWSER_TIMEOUT).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("the browser saw: {}", stdout.trim());
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
+
+    // The demo school's rule, as the page shows it.
+    let any_write_runs = serde_json::json!({
+        "role": "*", "tool": "*", "mode": "never",
+        "shown": "any role · any write · runs without approval",
+    });
+    let teachers_run = serde_json::json!({
+        "role": "teacher", "tool": "*", "mode": "never",
+        "shown": "teacher · any write · runs without approval",
+    });
+    assert_eq!(report["adminReadStatus"], 200, "{report:#}");
+    assert_eq!(
+        report["rulesBefore"],
+        serde_json::json!([any_write_runs]),
+        "{report:#}"
+    );
+    // Saved: the page said so, and after a reload shows the rules as stored, most specific first.
+    assert_eq!(report["saveStatus"], 200, "{report:#}");
+    assert_eq!(text(&report, "saved"), "Saved.", "{report:#}");
+    assert_eq!(
+        report["rulesAfterReload"],
+        serde_json::json!([teachers_run, any_write_runs]),
+        "{report:#}"
+    );
+    assert_eq!(report["settingsAfterBack"], 0, "{report:#}");
+
+    // On the server: the rule is stored, and the replacement audited once.
+    let policy: Value = stack
+        .http
+        .get(format!("http://{}/api/approval-policy", stack.gateway))
+        .bearer_auth(stack.token(ADMIN))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rules = policy["rules"].as_array().expect("rules");
+    assert!(
+        rules.contains(&serde_json::json!({ "role": "teacher", "tool": "*", "mode": "never" })),
+        "{policy:#}"
+    );
+    assert_eq!(
+        stack
+            .count("SELECT count(*) FROM audit_log WHERE event = 'update.approval_policy'")
+            .await,
+        1
+    );
+
+    // A teacher may not read the rules: the server's refusal, and no form.
+    assert_eq!(report["teacherStatus"], 403, "{report:#}");
+    assert!(
+        text(&report, "teacherSees").contains("Permission denied"),
+        "{report:#}"
+    );
+    assert_eq!(report["teacherForms"], 0, "{report:#}");
+    // The page ran under the gateway's CSP without an error.
+    assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
 }
