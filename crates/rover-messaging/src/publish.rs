@@ -299,6 +299,12 @@ impl Publisher {
         exchange: &ShortString,
         mut pending: Vec<Prepared>,
     ) -> Result<(), PublishError> {
+        // A nack is sent once more, on a new channel: a channel opened while a quorum queue's
+        // leader was dying keeps that leader and has every later publish nacked (seen for 30 s
+        // after a broker node's kill -9), where a new channel finds the new leader. A nacked
+        // message was not enqueued, so sending it again cannot duplicate it; a queue that is
+        // really full nacks the second send too.
+        let mut nacked_once = false;
         loop {
             let channel = self.channel().await?;
             // Pipeline: send everything, then collect the confirms.
@@ -308,6 +314,7 @@ impl Publisher {
             }
             let mut lost = Vec::new();
             let mut last_error = None;
+            let mut renew = false;
             for (message, confirm) in pending.into_iter().zip(started) {
                 let result = match confirm {
                     Ok(confirm) => confirmed(exchange, &message, confirm).await,
@@ -315,6 +322,10 @@ impl Publisher {
                 };
                 match result {
                     Ok(()) => {}
+                    Err(SendError::Failed(PublishError::Nacked { .. })) if !nacked_once => {
+                        renew = true;
+                        lost.push(message);
+                    }
                     Err(SendError::Failed(error)) => return Err(error),
                     Err(SendError::Lost(error)) => {
                         last_error = Some(error);
@@ -322,11 +333,33 @@ impl Publisher {
                     }
                 }
             }
-            let Some(error) = last_error else {
+            if lost.is_empty() {
                 return Ok(());
-            };
-            tracing::warn!(%error, unconfirmed = lost.len(), "channel lost before the broker confirmed; publishing again");
+            }
+            if renew {
+                nacked_once = true;
+                self.forget_channel(channel).await;
+                tracing::warn!("a publish was nacked; sending it once more on a new channel");
+            }
+            if let Some(error) = last_error {
+                tracing::warn!(%error, unconfirmed = lost.len(), "channel lost before the broker confirmed; publishing again");
+            }
             pending = lost;
+        }
+    }
+
+    /// Stops publishing on `channel` if it is still the one publishes use, so the next publish
+    /// opens another; it is closed once the broker has confirmed what others sent on it.
+    async fn forget_channel(&self, channel: Channel) {
+        let mut slot = self.channel.lock().await;
+        if slot.as_ref().is_some_and(|c| c.id() == channel.id()) {
+            *slot = None;
+            tokio::spawn(async move {
+                let _ = channel.wait_for_confirms().await;
+                let _ = channel
+                    .close(200, "nacked; publishing on a new channel".into())
+                    .await;
+            });
         }
     }
 
