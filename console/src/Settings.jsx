@@ -22,6 +22,19 @@ function choices(names, current, anyLabel) {
   return all;
 }
 
+/** One of a rule's fields: a select of `[value, label]` options. */
+function RuleSelect({ label, testid, value, options, onChange }) {
+  return (
+    <select aria-label={label} data-testid={testid} value={value} onChange={(event) => onChange(event.target.value)}>
+      {options.map(([option, text]) => (
+        <option key={option} value={option}>
+          {text}
+        </option>
+      ))}
+    </select>
+  );
+}
+
 /**
  * The school's approval rules (`GET/PUT /api/approval-policy`): whose writes wait for their
  * approval, one row per rule. Save sends the whole list (the server replaces the rules whole and
@@ -130,46 +143,31 @@ export function Settings({ session, onBack, onSignOut }) {
                 {rows.map((row) => (
                   <tr key={row.key} data-testid="rule">
                     <td>
-                      <select
-                        aria-label="Role"
-                        data-testid="rule-role"
+                      <RuleSelect
+                        label="Role"
+                        testid="rule-role"
                         value={row.role}
-                        onChange={(event) => change(row.key, 'role', event.target.value)}
-                      >
-                        {choices(policy.roles, row.role, 'any role').map(([value, label]) => (
-                          <option key={value} value={value}>
-                            {label}
-                          </option>
-                        ))}
-                      </select>
+                        options={choices(policy.roles, row.role, 'any role')}
+                        onChange={(value) => change(row.key, 'role', value)}
+                      />
                     </td>
                     <td>
-                      <select
-                        aria-label="Tool"
-                        data-testid="rule-tool"
+                      <RuleSelect
+                        label="Tool"
+                        testid="rule-tool"
                         value={row.tool}
-                        onChange={(event) => change(row.key, 'tool', event.target.value)}
-                      >
-                        {choices(policy.tools, row.tool, 'any write').map(([value, label]) => (
-                          <option key={value} value={value}>
-                            {label}
-                          </option>
-                        ))}
-                      </select>
+                        options={choices(policy.tools, row.tool, 'any write')}
+                        onChange={(value) => change(row.key, 'tool', value)}
+                      />
                     </td>
                     <td>
-                      <select
-                        aria-label="Mode"
-                        data-testid="rule-mode"
+                      <RuleSelect
+                        label="Mode"
+                        testid="rule-mode"
                         value={row.mode}
-                        onChange={(event) => change(row.key, 'mode', event.target.value)}
-                      >
-                        {MODES.map(([value, label]) => (
-                          <option key={value} value={value}>
-                            {label}
-                          </option>
-                        ))}
-                      </select>
+                        options={MODES}
+                        onChange={(value) => change(row.key, 'mode', value)}
+                      />
                     </td>
                     <td>
                       <button

@@ -7,20 +7,10 @@
 // label, agent} (agent: the specialist badge, or null) — and exits 1 with the failed step on
 // stderr otherwise.
 
-import { chromium } from 'playwright-core';
+import { gatewayArgument, openPage } from './page.mjs';
 
-const [base] = process.argv.slice(2);
-if (!base) {
-  console.error('usage: node badge.mjs <gatewayBaseUrl>');
-  process.exit(2);
-}
-const browser = await chromium.launch({
-  executablePath: process.env.ROVER_CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-});
-const page = await (await browser.newContext({ viewport: { width: 1100, height: 900 } })).newPage();
-page.setDefaultTimeout(30_000);
+const base = gatewayArgument('badge.mjs');
+const { browser, page } = await openPage();
 
 let step = 'start';
 const seen = {};

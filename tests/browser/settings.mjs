@@ -8,20 +8,10 @@
 // rules as the page shows them ([{role, tool, mode, shown}]) — and exits 1 with the failed step on
 // stderr otherwise.
 
-import { chromium } from 'playwright-core';
+import { gatewayArgument, openPage } from './page.mjs';
 
-const [base] = process.argv.slice(2);
-if (!base) {
-  console.error('usage: node settings.mjs <gatewayBaseUrl>');
-  process.exit(2);
-}
-const browser = await chromium.launch({
-  executablePath: process.env.ROVER_CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-});
-const page = await (await browser.newContext({ viewport: { width: 1100, height: 900 } })).newPage();
-page.setDefaultTimeout(30_000);
+const base = gatewayArgument('settings.mjs');
+const { browser, page } = await openPage();
 
 let step = 'start';
 const seen = { pageErrors: [] };

@@ -209,23 +209,9 @@ async fn a_new_message_expires_a_pending_approval() {
     assert_eq!(sciences(&stack).await, 0);
 }
 
-/// `GET` of a history path as `email`: the JSON body.
-async fn history(stack: &Stack, email: &str, path: &str) -> Value {
-    stack
-        .http
-        .get(format!("http://{}{path}", stack.gateway))
-        .bearer_auth(stack.token(email))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// The status `GET /api/chats` gives `chat`.
 async fn status(stack: &Stack, email: &str, chat: &str) -> String {
-    let list = history(stack, email, "/api/chats").await;
+    let list = stack.get_json(email, "/api/chats").await;
     list["chats"]
         .as_array()
         .and_then(|chats| chats.iter().find(|c| c["id"] == chat))
@@ -286,7 +272,7 @@ async fn an_approval_past_its_time_expires_and_a_late_answer_runs_nothing() {
             .cloned()
             .unwrap_or_else(|| panic!("no card in {chat:#}"))
     };
-    let shown = card(&history(&stack, EMAIL, "/api/chats/chat-late").await);
+    let shown = card(&stack.get_json(EMAIL, "/api/chats/chat-late").await);
     assert_eq!(shown["state"], "output-denied", "{shown:#}");
     let why = shown["approval"]["reason"].as_str().unwrap().to_owned();
     assert!(

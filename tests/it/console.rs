@@ -161,34 +161,44 @@ fn title_of(report: &Value, field: &str, id: &str) -> String {
         .to_owned()
 }
 
-/// Runs the browser script against `stack`, and answers what it saw.
-async fn walk_the_console(stack: &Stack, screenshot: &Path) -> Value {
+/// A stack whose gateway serves the built console (the scripted model started with
+/// `model_flags`).
+async fn with_console(model_flags: &[&str]) -> Stack {
+    let dist = built_console().await;
+    Stack::start_with(
+        model_flags,
+        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
+    )
+    .await
+}
+
+/// Runs the browser script `script` of `tests/browser` against `stack` (its gateway's URL, then
+/// `args`), and answers the JSON report it printed.
+async fn browse(stack: &Stack, script: &str, args: &[&str]) -> Value {
     let dir = playwright().await;
     let mut node = Command::new("node");
     node.current_dir(&dir)
         .env("ROVER_CHROMIUM", chromium())
-        .args([
-            "console.mjs",
-            &format!("http://{}", stack.gateway),
-            &screenshot.display().to_string(),
-        ]);
-    let output = run(node, "node console.mjs", BROWSER_TIMEOUT).await;
+        .arg(script)
+        .arg(format!("http://{}", stack.gateway))
+        .args(args);
+    let output = run(node, &format!("node {script}"), BROWSER_TIMEOUT).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     eprintln!("the browser saw: {}", stdout.trim());
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"))
 }
 
+/// Runs the console's walk-through against `stack`, and answers what it saw.
+async fn walk_the_console(stack: &Stack, screenshot: &Path) -> Value {
+    browse(stack, "console.mjs", &[&screenshot.display().to_string()]).await
+}
+
 #[tokio::test]
 async fn the_console_chats_and_keeps_its_history_on_the_server_in_chromium() {
-    let dist = built_console().await;
     // 120 ms between the model's chunks: a reply streams for long enough to reload or stop it in
     // the middle.
-    let stack = Stack::start_with(
-        &["--chunk-delay-ms", "120"],
-        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
-    )
-    .await;
+    let stack = with_console(&["--chunk-delay-ms", "120"]).await;
     // Writes wait for the staff member's approval, so the page draws the card.
     crate::approvals::require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
     let screenshots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -492,21 +502,8 @@ fn storage(report: &Value) {
 /// badges included, from the history read (`toolLabels`) as it drew live from the stream.
 #[tokio::test]
 async fn a_reopened_chat_keeps_the_specialists_badge_in_chromium() {
-    let dist = built_console().await;
-    let stack = Stack::start_with(
-        &[],
-        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
-    )
-    .await;
-    let dir = playwright().await;
-    let mut node = Command::new("node");
-    node.current_dir(&dir)
-        .env("ROVER_CHROMIUM", chromium())
-        .args(["badge.mjs", &format!("http://{}", stack.gateway)]);
-    let output = run(node, "node badge.mjs", BROWSER_TIMEOUT).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
+    let stack = with_console(&[]).await;
+    let report = browse(&stack, "badge.mjs", &[]).await;
     assert_eq!(report["readStatus"], 200, "{report:#}");
     let badge = |rows: &Value| -> Option<String> {
         rows.as_array()?
@@ -530,22 +527,8 @@ async fn a_reopened_chat_keeps_the_specialists_badge_in_chromium() {
 #[tokio::test]
 async fn the_console_sets_the_approval_rules_in_chromium() {
     const ADMIN: &str = "admin@hill.school";
-    let dist = built_console().await;
-    let stack = Stack::start_with(
-        &[],
-        &[("ROVER_HTTP__CONSOLE_DIR", &dist.display().to_string())],
-    )
-    .await;
-    let dir = playwright().await;
-    let mut node = Command::new("node");
-    node.current_dir(&dir)
-        .env("ROVER_CHROMIUM", chromium())
-        .args(["settings.mjs", &format!("http://{}", stack.gateway)]);
-    let output = run(node, "node settings.mjs", BROWSER_TIMEOUT).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    eprintln!("the browser saw: {}", stdout.trim());
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the script's report is not JSON ({e}):\n{stdout}"));
+    let stack = with_console(&[]).await;
+    let report = browse(&stack, "settings.mjs", &[]).await;
 
     // The demo school's rule, as the page shows it.
     let any_write_runs = serde_json::json!({
@@ -573,16 +556,7 @@ async fn the_console_sets_the_approval_rules_in_chromium() {
     assert_eq!(report["settingsAfterBack"], 0, "{report:#}");
 
     // On the server: the rule is stored, and the replacement audited once.
-    let policy: Value = stack
-        .http
-        .get(format!("http://{}/api/approval-policy", stack.gateway))
-        .bearer_auth(stack.token(ADMIN))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let policy = stack.get_json(ADMIN, "/api/approval-policy").await;
     let rules = policy["rules"].as_array().expect("rules");
     assert!(
         rules.contains(&serde_json::json!({ "role": "teacher", "tool": "*", "mode": "never" })),

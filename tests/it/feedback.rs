@@ -9,16 +9,7 @@ use crate::stack::Stack;
 
 /// The last assistant message's id of `email`'s chat, read back from the history API.
 async fn reply_id(stack: &Stack, email: &str, chat: &str) -> String {
-    let chat: Value = stack
-        .http
-        .get(format!("http://{}/api/chats/{chat}", stack.gateway))
-        .bearer_auth(stack.token(email))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let chat = stack.get_json(email, &format!("/api/chats/{chat}")).await;
     chat["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"))

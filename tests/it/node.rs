@@ -382,19 +382,9 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
     .await;
     // Reopened, the chat keeps each call's label and agent (the specialist's badge): the history
     // read carries exactly what the stream's transient label parts said.
-    let chat: Value = stack
-        .http
-        .get(format!(
-            "http://{}/api/chats/chat-node-attendance",
-            stack.gateway
-        ))
-        .bearer_auth(stack.token("amina@hill.school"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let chat = stack
+        .get_json("amina@hill.school", "/api/chats/chat-node-attendance")
+        .await;
     let streamed: serde_json::Map<String, Value> = data_parts(&report, "data-tool-label")
         .iter()
         .map(|p| {

@@ -233,6 +233,19 @@ impl Stack {
         .unwrap()
     }
 
+    /// `GET` of `path` on the gateway as the demo user `email`: the JSON body, whatever the status.
+    pub(crate) async fn get_json(&self, email: &str, path: &str) -> serde_json::Value {
+        self.http
+            .get(format!("http://{}{path}", self.gateway))
+            .bearer_auth(self.token(email))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// `POST /api/chat` with one user message; returns the response.
     pub(crate) async fn post(
         &self,
