@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 
+use rover_contracts::named::edit_distance;
 use rover_contracts::tools::Effect;
 use serde_json::Value;
 
@@ -198,24 +199,6 @@ fn capitalised(said: &str, like: &str) -> String {
         (Some(c), Some(first)) if c.is_uppercase() => first.to_uppercase().chain(chars).collect(),
         _ => said.to_owned(),
     }
-}
-
-/// Levenshtein distance (words are short).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// Whether a schema property takes text (`"string"` or `["string", "null"]`).

@@ -148,6 +148,27 @@ impl<K> JsonSchema for Named<K> {
     }
 }
 
+/// How many characters must change to turn one spelling into the other (Levenshtein, by
+/// characters): how near a word a staff member wrote is to a name, wherever names are matched
+/// (the tool server's resolver, the worker's respelling).
+#[must_use]
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +194,13 @@ mod tests {
         assert_eq!(named.said(), "Nakato");
         assert_eq!(serde_json::to_string(&named).unwrap(), "\"Nakato\"");
         assert!(serde_json::from_str::<Named<StudentId>>("3").is_err());
+    }
+
+    #[test]
+    fn edit_distance_counts_characters() {
+        assert_eq!(super::edit_distance("nakatto", "nakato"), 1);
+        assert_eq!(super::edit_distance("", "abc"), 3);
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(super::edit_distance("é", "e"), 1);
     }
 }

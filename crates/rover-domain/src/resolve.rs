@@ -18,7 +18,7 @@
 use std::fmt;
 
 use rover_contracts::Ask;
-use rover_contracts::named::{Named, NamedKind, Said};
+use rover_contracts::named::{Named, NamedKind, Said, edit_distance};
 use serde_json::{Value, json};
 use sqlx::FromRow;
 use uuid::Uuid;
@@ -298,24 +298,6 @@ fn suggestions<'a>(said: &[String], candidates: &'a [Candidate]) -> Vec<&'a Cand
 
 fn common_prefix(a: &str, b: &str) -> usize {
     a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
-}
-
-/// Levenshtein distance, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(above + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// Resolves `named` among the candidate rows `query` (its arguments bound by `bind`) reads — only
@@ -633,13 +615,5 @@ mod tests {
         let mut students = candidates(&[("Nakato Sarah", "S1 Blue")]);
         students[0].alias = Some("KHS-001".to_owned());
         assert_eq!(picked("khs001", &students).unwrap(), "Nakato Sarah");
-    }
-
-    #[test]
-    fn edit_distance_counts_characters() {
-        assert_eq!(edit_distance("nakatto", "nakato"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("é", "e"), 1);
     }
 }
