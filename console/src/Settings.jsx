@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'react';
-import { getApprovalPolicy, isSignedOut, putApprovalPolicy } from './api.js';
+import { getApprovalPolicy, putApprovalPolicy } from './api.js';
+import { Problem } from './Problem.jsx';
 
 // A rule's role or tool: any role, or any write.
 const ANY = '*';
@@ -94,17 +95,7 @@ export function Settings({ session, onBack, onSignOut }) {
     }
   };
 
-  /** The server's message, or that the session ended with a way to sign in again. */
-  const problem = (error, testId) => (
-    <p className="error" role="alert" data-testid={testId}>
-      {isSignedOut(error) ? 'Your session has ended.' : error.message}{' '}
-      {isSignedOut(error) && (
-        <button type="button" className="ghost" onClick={onSignOut}>
-          Sign in again
-        </button>
-      )}
-    </p>
-  );
+  const problem = (error, testId) => <Problem error={error} testId={testId} onSignOut={onSignOut} />;
 
   return (
     <main className="settings" data-testid="settings">

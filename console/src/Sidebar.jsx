@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
-import { deleteChat, isSignedOut, listChats, renameChat } from './api.js';
+import { deleteChat, listChats, renameChat } from './api.js';
 import { Pencil, Trash } from './icons.jsx';
+import { Problem } from './Problem.jsx';
 
 const PAGE = 20;
 const SEARCH_DELAY_MS = 250;
@@ -80,16 +81,7 @@ export function Sidebar({ session, openId, changes, onOpen, onNew, onDeleted, on
         placeholder="Search chats…"
         aria-label="Search chats"
       />
-      {error && (
-        <p className="error" role="alert" data-testid="sidebar-error">
-          {isSignedOut(error) ? 'Your session has ended.' : error.message}{' '}
-          {isSignedOut(error) && (
-            <button type="button" className="ghost" onClick={onSignOut}>
-              Sign in again
-            </button>
-          )}
-        </p>
-      )}
+      {error && <Problem error={error} testId="sidebar-error" onSignOut={onSignOut} />}
       {chats === null && !error && <p className="muted">Loading your chats…</p>}
       {chats?.length === 0 && (
         <p className="muted" data-testid="no-chats">
