@@ -41,6 +41,15 @@ function sendAutomaticallyWhen(options) {
   return answeredQuestion(options) || lastAssistantMessageIsCompleteWithApprovalResponses(options);
 }
 
+/** `message` with the edited input on the tool part waiting for approval `id`. */
+function withEdit(message, id, editedInput) {
+  if (!message.parts.some((part) => part.approval?.id === id)) return message;
+  return {
+    ...message,
+    parts: message.parts.map((part) => (part.approval?.id === id ? { ...part, approval: { ...part.approval, editedInput } } : part)),
+  };
+}
+
 /** The gateway's JSON error message, or the client's own. */
 function errorText(error) {
   try {
@@ -135,7 +144,7 @@ function Chat({ chatId, session, initialMessages, ratings, toolLabels, resume, o
       }),
     [token],
   );
-  const { messages, sendMessage, status, error, stop, addToolOutput, addToolApprovalResponse, clearError } = useChat({
+  const { messages, setMessages, sendMessage, status, error, stop, addToolOutput, addToolApprovalResponse, clearError } = useChat({
     id: chatId,
     messages: initialMessages,
     transport,
@@ -237,7 +246,12 @@ function Chat({ chatId, session, initialMessages, ratings, toolLabels, resume, o
             rated={ratings[message.id]}
             canAnswer={!busy}
             answer={(toolCallId, output) => addToolOutput({ tool: 'ask_user', toolCallId, output })}
-            decide={(id, approved) => addToolApprovalResponse({ id, approved })}
+            decide={(id, approved, edited) => {
+              // An edit rides on the answered part (`approval.editedInput`), which
+              // `addToolApprovalResponse` keeps as it adds the answer.
+              if (edited !== undefined) setMessages((all) => all.map((m) => withEdit(m, id, edited)));
+              addToolApprovalResponse({ id, approved });
+            }}
           />
         ))}
         {status === 'submitted' && <div className="thinking" data-testid="thinking">Rover is thinking…</div>}

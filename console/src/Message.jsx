@@ -1,4 +1,5 @@
 import { getToolName, isToolUIPart } from 'ai';
+import { Approval } from './Approval.jsx';
 import { Feedback } from './Feedback.jsx';
 import { labelFor } from './labels.js';
 import { Question } from './Question.jsx';
@@ -96,10 +97,24 @@ function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
         <Question part={part} canAnswer={canAnswer} answer={answer} />
       )}
       {part.state === 'approval-requested' && (
-        <Approval name={name} label={label} input={part.input} decide={(approved) => decide(part.approval.id, approved)} />
+        <Approval
+          name={name}
+          label={label}
+          input={part.input}
+          decide={(approved, edited) => decide(part.approval.id, approved, edited)}
+        />
       )}
       {part.state === 'approval-responded' && (
-        <div className="approval muted">{part.approval.approved ? 'Approved.' : 'Denied.'}</div>
+        <div className="approval muted">
+          {!part.approval.approved ? 'Denied.' : part.approval.editedInput ? 'Approved with your edits.' : 'Approved.'}
+        </div>
+      )}
+      {/* Ran with the staff member's edits: the output says which (`staffEdits`). */}
+      {part.state === 'output-available' && part.output?.staffEdits && (
+        <div className="approval muted" data-testid="approval-edited">
+          Approved with your edits{part.approval?.editedInput ? ':' : '.'}
+          {part.approval?.editedInput && <pre className="approval-input">{JSON.stringify(part.approval.editedInput, null, 2)}</pre>}
+        </div>
       )}
       {/* Declined, or expired unanswered: the server's reason says which. */}
       {part.state === 'output-denied' && part.approval?.reason && (
@@ -108,32 +123,5 @@ function Part({ part, labels, streamedLabels, canAnswer, answer, decide }) {
         </div>
       )}
     </>
-  );
-}
-
-/** A write waiting for the staff member: what it does (the registry's label), the tool and the
- * exact input that will run, and Approve / Deny. */
-function Approval({ name, label, input, decide }) {
-  return (
-    <div className="approval card-approval" data-testid="approval">
-      <div className="approval-head">
-        Rover asks your approval: <strong data-testid="approval-label">{label}</strong>
-      </div>
-      <div className="muted">
-        It will run <code>{name}</code> with exactly:
-      </div>
-      {/* The exact input that will run: text a colleague planted can hide nothing here. */}
-      <pre className="approval-input" data-testid="approval-input">
-        {JSON.stringify(input, null, 2)}
-      </pre>
-      <div className="approval-actions">
-        <button type="button" data-testid="approve" onClick={() => decide(true)}>
-          Approve
-        </button>
-        <button type="button" className="ghost" data-testid="deny" onClick={() => decide(false)}>
-          Deny
-        </button>
-      </div>
-    </div>
   );
 }

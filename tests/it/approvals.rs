@@ -647,3 +647,123 @@ async fn an_approval_binds_to_the_write_as_it_will_run_without_a_day_nobody_said
         "today's register (the school's calendar), not the made-up day"
     );
 }
+
+/// An answer that approves with `edited` as the staff member's input (`approval.editedInput`).
+fn edited_answer(request: &Value, tool: &str, input: &Value, edited: Value) -> Value {
+    let mut body = answer(request, tool, input, true);
+    body[0]["parts"][0]["approval"]["editedInput"] = edited;
+    body
+}
+
+/// Edit before approve: an edit the tool's schema refuses, or for another tool, is refused while
+/// the approval still waits; a valid one runs instead of the model's input, once, and the model is
+/// told what the staff member changed (the scripted double says back the result's `staffEdits`).
+#[tokio::test]
+async fn an_edited_approval_runs_the_staff_members_input_and_the_model_is_told() {
+    let (stack, _, request, input) = paused_write("chat-edit").await;
+    let refused = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (status, body["error"].clone())
+    };
+    let post = |body| post_answer(&stack, EMAIL, "chat-edit", body);
+    // Not the schema's: a name that is not text, and a smuggled school id.
+    let (status, error) = refused(
+        post(edited_answer(
+            &request,
+            "create_department",
+            &input,
+            json!({ "name": 7 }),
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{error:#}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("not valid") && message.contains("still waits"),
+        "{message}"
+    );
+    let smuggled = json!({ "name": "Arts", "school_id": stack.db.ids.hill.as_uuid() });
+    let (status, _) = refused(
+        post(edited_answer(
+            &request,
+            "create_department",
+            &input,
+            smuggled,
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    // Valid for another tool's schema, but this approval is for create_department.
+    let (status, error) = refused(
+        post(edited_answer(
+            &request,
+            "rename_department",
+            &input,
+            json!({ "department": "Sciences", "newName": "Arts" }),
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!((status, &error["code"]), (409, &json!("approval_invalid")));
+    let pending = stack
+        .count("SELECT count(*) FROM approvals WHERE state = 'pending'")
+        .await;
+    assert_eq!(pending, 1, "the approval still waits");
+
+    let edited = json!({ "name": "Natural Sciences" });
+    let body = edited_answer(&request, "create_department", &input, edited.clone());
+    let resumed = read_stream(post(body.clone()).await).await;
+    assert_eq!(
+        resumed.finish_reason(),
+        Some("stop"),
+        "{:#?}",
+        resumed.chunks
+    );
+    let outputs = resumed.of_type("tool-output-available");
+    assert_eq!(outputs.len(), 1, "{:#?}", resumed.chunks);
+    let output = &outputs[0]["output"];
+    assert_eq!(output["data"]["name"], "Natural Sciences", "{output:#}");
+    let told = r#"name: "Sciences" → "Natural Sciences""#;
+    assert!(
+        output["staffEdits"].as_str().unwrap().contains(told),
+        "{output:#}"
+    );
+    assert!(
+        resumed.text().contains("edited this call") && resumed.text().contains(told),
+        "the model reads what changed: {}",
+        resumed.text()
+    );
+    assert_eq!(sciences(&stack).await, 0, "the model's input never ran");
+    let natural = "SELECT count(*) FROM departments WHERE name = 'Natural Sciences'";
+    assert_eq!(stack.count(natural).await, 1);
+    let audited = "SELECT count(*) FROM audit_log \
+                   WHERE event = 'create.department' AND after->>'name' = 'Natural Sciences'";
+    assert_eq!(stack.count(audited).await, 1);
+    let kept = "SELECT count(*) FROM approvals \
+                WHERE edited_from->>'name' = 'Sciences' AND input->>'name' = 'Natural Sciences'";
+    assert_eq!(stack.count(kept).await, 1, "the row keeps both");
+    // Answered once: the same edit again runs nothing.
+    let (status, _) = refused(post(body).await).await;
+    assert_eq!(status, 409);
+    assert_eq!(stack.count(natural).await, 1);
+
+    // A reopened chat shows the call as it ran: the edited input on its approval, the output.
+    let chat = stack.get_json(EMAIL, "/api/chats/chat-edit").await;
+    let part = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap())
+        .find(|p| p["type"] == "tool-create_department")
+        .expect("the call's part")
+        .clone();
+    assert_eq!(part["state"], "output-available", "{chat:#}");
+    assert_eq!(part["approval"]["editedInput"], edited, "{chat:#}");
+    assert_eq!(
+        part["output"]["data"]["name"], "Natural Sciences",
+        "{chat:#}"
+    );
+}

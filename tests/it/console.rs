@@ -579,3 +579,52 @@ async fn the_console_sets_the_approval_rules_in_chromium() {
     // The page ran under the gateway's CSP without an error.
     assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
 }
+
+/// Edit before approve on the console's card: the form built from the tool's schema holds the
+/// proposed input; the staff member changes it and approves, and the edited write runs (the
+/// reply says so); another is edited as raw JSON; both show their edits when the chat is reopened
+/// from the server. The proposed inputs never ran.
+#[tokio::test]
+async fn the_console_edits_a_proposed_write_before_approving_it_in_chromium() {
+    let stack = with_console(&[]).await;
+    crate::approvals::require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let report = browse(&stack, "edit.mjs", &[]).await;
+
+    assert_eq!(
+        report["formFields"],
+        serde_json::json!([{ "field": "edit-name", "value": "Sciences" }, { "field": "edit-raw", "value": false }]),
+        "{report:#}"
+    );
+    let edited = text(&report, "editedReply");
+    assert!(
+        edited.starts_with("Done — I created the Natural Sciences department")
+            && edited.contains("edited this call"),
+        "{report:#}"
+    );
+    assert!(
+        text(&report, "editedNote").contains("Natural Sciences"),
+        "{report:#}"
+    );
+    assert!(
+        text(&report, "rawReply").contains("Fine Arts"),
+        "{report:#}"
+    );
+    let reopened = texts(&report, "reopenedNotes");
+    assert_eq!(reopened.len(), 2, "{report:#}");
+    assert!(reopened[0].contains("Natural Sciences") && reopened[1].contains("Fine Arts"));
+    let count = |name: &str| {
+        format!(
+            "SELECT count(*) FROM departments WHERE school_id = '{}' AND name = '{name}'",
+            stack.db.ids.hill
+        )
+    };
+    for (name, expected) in [
+        ("Natural Sciences", 1),
+        ("Fine Arts", 1),
+        ("Sciences", 0),
+        ("Arts", 0),
+    ] {
+        assert_eq!(stack.count(&count(name)).await, expected, "{name}");
+    }
+    assert_eq!(report["pageErrors"], serde_json::json!([]), "{report:#}");
+}

@@ -522,6 +522,57 @@ async fn the_real_ai7_client_denies_a_subagents_write() {
     denies_a_subagents_write(ai7().await).await;
 }
 
+/// The real `ai@7` client approves a write with the staff member's edit (`approval.editedInput`
+/// on the part, which `addToolApprovalResponse` keeps): the edited input runs, once, the output
+/// says what changed, and the reply the model wrote from it says so too.
+#[tokio::test]
+async fn the_real_ai7_client_approves_a_write_with_an_edit_and_the_edit_runs() {
+    let client = ai7().await;
+    let stack = Stack::start().await;
+    require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
+    let gateway = format!("http://{}", stack.gateway);
+    let token = stack.token("admin@hill.school");
+    let report = script(
+        &client.node,
+        &client.dir,
+        "approve.mjs",
+        &[
+            &gateway,
+            &token,
+            "chat-node-edit",
+            "Create a department called Sciences",
+            "edit",
+            r#"{"name":"Natural Sciences"}"#,
+        ],
+    )
+    .await;
+    assert_eq!(
+        report["finishReasons"],
+        serde_json::json!(["tool-calls", "stop"]),
+        "{report:#}"
+    );
+    let message = answer(&report);
+    let tools = parts(message, "tool-create_department");
+    assert_eq!(tools.len(), 1, "{message:#}");
+    assert_eq!(tools[0]["state"], "output-available", "{message:#}");
+    let output = &tools[0]["output"];
+    assert_eq!(output["data"]["name"], "Natural Sciences", "{message:#}");
+    assert!(
+        output["staffEdits"]
+            .as_str()
+            .is_some_and(|note| note.contains("Natural Sciences")),
+        "{message:#}"
+    );
+    let text: String = parts(message, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(text.contains("edited this call"), "{message:#}");
+    assert_eq!(crate::checker::sciences(&stack).await, 0);
+    let natural = "SELECT count(*) FROM departments WHERE name = 'Natural Sciences'";
+    assert_eq!(stack.count(natural).await, 1);
+}
+
 /// Stops a long reply with `client` at its first word (`how`: `server` — only the gateway is
 /// asked, and the client reads on to the gateway's `abort`; `client` — AI SDK 7's pattern,
 /// `chat.stop()` then the stop endpoint), then sends the next message, which is answered.

@@ -2,7 +2,11 @@
 // `addToolApprovalResponse` on the tool part waiting for approval, and the client's own
 // `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses` sends the answer.
 //
-// Usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny>
+// With `edit <json>`, the staff member approves with their own input instead, as a Hub that lets
+// them edit a proposed write does: the part's `approval.editedInput` is set on the client's
+// message (a field `addToolApprovalResponse` keeps), then the approval is added as above.
+//
+// Usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny|edit> [<json>]
 // Prints {status, error, finishReasons, requested, messages} on stdout; exits 1 if the chat ended
 // in the `error` status or nothing asked for approval.
 
@@ -10,11 +14,19 @@ import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalRespons
 
 import { Chat } from './headless-chat.mjs';
 
-const [base, token, chatId, text, decision] = process.argv.slice(2);
-if (!base || !token || !chatId || !text || !['approve', 'deny'].includes(decision)) {
-  console.error('usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny>');
+const [base, token, chatId, text, decision, edit] = process.argv.slice(2);
+if (
+  !base ||
+  !token ||
+  !chatId ||
+  !text ||
+  !['approve', 'deny', 'edit'].includes(decision) ||
+  (decision === 'edit') !== (edit !== undefined)
+) {
+  console.error('usage: node approve.mjs <gatewayBaseUrl> <token> <chatId> <message> <approve|deny|edit> [<json>]');
   process.exit(2);
 }
+const editedInput = edit === undefined ? undefined : JSON.parse(edit);
 
 const finishReasons = [];
 let finished;
@@ -41,9 +53,14 @@ const requested = structuredClone(waiting);
 if (waiting.length > 0) {
   nextFinish = new Promise((resolve) => (finished = resolve));
   for (const part of waiting) {
+    if (editedInput !== undefined) {
+      const withEdit = (p) =>
+        p.approval?.id === part.approval.id ? { ...p, approval: { ...p.approval, editedInput } } : p;
+      chat.messages = chat.messages.map((m) => ({ ...m, parts: m.parts.map(withEdit) }));
+    }
     await chat.addToolApprovalResponse({
       id: part.approval.id,
-      approved: decision === 'approve',
+      approved: decision !== 'deny',
       ...(decision === 'deny' ? { reason: 'Not today' } : {}),
     });
   }

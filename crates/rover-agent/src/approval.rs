@@ -22,6 +22,12 @@ pub struct GateQuery {
 pub enum Gate {
     /// Run it (no approval needed, or approved for this turn).
     Run,
+    /// Approved for this turn with the staff member's edits: run it with `input` instead of the
+    /// model's arguments (checked again first), and tell the model what changed.
+    RunEdited {
+        /// The input as the staff member left it.
+        input: Value,
+    },
     /// Wait for the staff member: the turn pauses, and the client is sent this approval id.
     Pending {
         /// The id the client answers with.
@@ -36,6 +42,14 @@ pub enum Gate {
     Refused(String),
 }
 
+/// The result a call edited into arguments its schema refuses gives the model: nothing ran.
+pub(crate) fn edit_refused(error: &str) -> AgentToolResult<Value> {
+    AgentToolResult::error(format!(
+        "The staff member's edit of this call is not valid ({error}), so nothing was run. Tell \
+         them, and ask what they want."
+    ))
+}
+
 /// The result a declined call gives the model.
 pub(crate) fn denial(reason: Option<&str>) -> AgentToolResult<Value> {
     let mut text = "The staff member declined this action, so it was not done. Do not try it \
@@ -46,6 +60,36 @@ pub(crate) fn denial(reason: Option<&str>) -> AgentToolResult<Value> {
         text.push_str(reason);
     }
     AgentToolResult::error(text)
+}
+
+/// What the model reads beside the result of a call the staff member edited as they approved
+/// it: that it ran with their values, and which arguments they changed (`was → now`).
+pub(crate) fn edits(proposed: &Value, ran: &Value) -> String {
+    let empty = serde_json::Map::new();
+    let (before, after) = (
+        proposed.as_object().unwrap_or(&empty),
+        ran.as_object().unwrap_or(&empty),
+    );
+    let mut names: Vec<&String> = before.keys().chain(after.keys()).collect();
+    names.sort();
+    names.dedup();
+    let shown = |value: Option<&Value>| value.map_or_else(|| "(none)".to_owned(), Value::to_string);
+    let changes: Vec<String> = names
+        .into_iter()
+        .filter(|name| before.get(*name) != after.get(*name))
+        .map(|name| {
+            format!(
+                "{name}: {} → {}",
+                shown(before.get(name)),
+                shown(after.get(name))
+            )
+        })
+        .collect();
+    format!(
+        "The staff member edited this call before approving it, and it ran with their values, \
+         not yours ({}). Report what ran.",
+        changes.join("; ")
+    )
 }
 
 /// How a declined call's result is journalled, so a replay says `tool-output-denied` again.
@@ -63,4 +107,27 @@ pub(crate) fn from_journal(record: &Value) -> Option<(AgentToolResult<Value>, bo
     serde_json::from_value(record.clone())
         .ok()
         .map(|e| (e, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::edits;
+
+    #[test]
+    fn an_edit_is_told_as_each_argument_that_changed() {
+        let note = edits(
+            &json!({ "student": "Okot", "mark": 75, "assessment": "Quiz" }),
+            &json!({ "student": "Okot", "mark": 80, "comment": "late" }),
+        );
+        assert!(note.contains("ran with their values"), "{note}");
+        assert!(
+            note.contains(
+                r#"assessment: "Quiz" → (none); comment: (none) → "late"; mark: 75 → 80"#
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("student"), "{note}");
+    }
 }

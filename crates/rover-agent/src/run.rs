@@ -125,6 +125,10 @@ async fn settle(
                     None => return Ok(Settled::Pending { approval_id: None }),
                 }
             }
+            Gate::RunEdited { input } => match run_edited(run, call, &checked, input).await {
+                Some(envelope) => (envelope, false),
+                None => return Ok(Settled::Pending { approval_id: None }),
+            },
         }
     };
     let stored = if denied {
@@ -138,6 +142,37 @@ async fn settle(
         denied,
         prior: false,
     })
+}
+
+/// Runs a write the staff member edited as they approved it: their input is checked against the
+/// tool's schema again (what the gateway checked when they answered), runs as they left it (not
+/// held to what was said: the staff member said it), and the model is told what they changed.
+async fn run_edited(
+    run: &Loop<'_, '_>,
+    call: &Call,
+    checked: &Checked<'_>,
+    input: Value,
+) -> Option<AgentToolResult<Value>> {
+    let proposed = match checked {
+        Ok((_, args)) => args.clone(),
+        Err(_) => Value::Null,
+    };
+    let tool = match run.agent.check_call(&call.name, &input) {
+        Ok(tool) => tool,
+        Err(error) => return Some(approval::edit_refused(&error.to_string())),
+    };
+    let note = approval::edits(&proposed, &input);
+    let carried = run.routes.get(&call.id);
+    let ran = execute(
+        run.agent,
+        call,
+        Ok((tool, input)),
+        run.deps,
+        run.said,
+        carried,
+    )
+    .await;
+    ran.map(|envelope| envelope.with_staff_edits(note))
 }
 
 /// The step's calls and their inputs as they will run: a call whose arguments `Said::hold`

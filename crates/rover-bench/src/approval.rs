@@ -64,9 +64,11 @@ impl Gate {
         let answer = ApprovalAnswer {
             approval_id,
             call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
             input: call.input.clone(),
             approved: true,
             reason: None,
+            edited: None,
         };
         rover_turnstore::approvals::answer(&mut tx, thread, user, answering, &[answer])
             .await?

@@ -18,6 +18,14 @@ pub enum AgentToolResult<T> {
         /// How filtered `data` is.
         #[serde(rename = "scopeContext")]
         scope_context: String,
+        /// When the staff member changed the call's input as they approved it: a sentence saying
+        /// the call ran with their values, and which (the model reads it, and the Hub may show it).
+        #[serde(
+            rename = "staffEdits",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        staff_edits: Option<String>,
     },
     /// The tool failed; the text is for the model to explain.
     Error {
@@ -47,6 +55,7 @@ impl<T> AgentToolResult<T> {
         Self::Data {
             data,
             scope_context: scope_context.into(),
+            staff_edits: None,
         }
     }
 
@@ -79,15 +88,38 @@ impl<T> AgentToolResult<T> {
         matches!(self, Self::Error { .. })
     }
 
+    /// The same result, for a call the staff member edited as they approved it: `note` says so
+    /// (`staffEdits` beside a success; before the text of a failure).
+    #[must_use]
+    pub fn with_staff_edits(self, note: String) -> Self {
+        match self {
+            Self::Data {
+                data,
+                scope_context,
+                ..
+            } => Self::Data {
+                data,
+                scope_context,
+                staff_edits: Some(note),
+            },
+            Self::Error { error, ask } => Self::Error {
+                error: format!("{note} {error}"),
+                ask,
+            },
+        }
+    }
+
     /// Maps the data, keeping the scope sentence.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> AgentToolResult<U> {
         match self {
             Self::Data {
                 data,
                 scope_context,
+                staff_edits,
             } => AgentToolResult::Data {
                 data: f(data),
                 scope_context,
+                staff_edits,
             },
             Self::Error { error, ask } => AgentToolResult::Error { error, ask },
         }
@@ -146,6 +178,16 @@ mod tests {
             r#"{"error":"no","ask":{"question":"Which?","choices":["A (S1)","A (S2)"]}}"#
         );
         assert!(serde_json::from_str::<AgentToolResult<Vec<u8>>>(r#"{"data":[1]}"#).is_err());
+        let edited = AgentToolResult::data(vec![1_u8], "x").with_staff_edits("Edited.".into());
+        let text = edited.to_model_string();
+        assert_eq!(
+            text,
+            r#"{"data":[1],"scopeContext":"x","staffEdits":"Edited."}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<AgentToolResult<Vec<u8>>>(&text).unwrap(),
+            edited
+        );
         assert!(
             serde_json::from_str::<AgentToolResult<Vec<u8>>>(
                 r#"{"data":[1],"scopeContext":"x","error":"y"}"#

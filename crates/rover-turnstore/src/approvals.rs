@@ -48,8 +48,9 @@ pub struct GatedCall {
 pub enum ApprovalState {
     /// Waiting for the staff member: the turn pauses on it (the id goes to the client).
     Pending { approval_id: uuid::Uuid },
-    /// Approved, for this very turn and input: run it.
-    Approved,
+    /// Approved, for this very turn and input: run it — with `edited`, the input the staff
+    /// member changed it to as they approved, when they did.
+    Approved { edited: Option<Value> },
     /// Declined, with the staff member's reason if any.
     Denied { reason: Option<String> },
     /// Approved for another turn or input, or expired: never run.
@@ -123,14 +124,18 @@ async fn state_of(tx: &mut TenantTx, call: &GatedCall) -> Result<ApprovalState, 
     let (Some(root), Some(turn)) = (call.chain.first(), call.chain.last()) else {
         return Err(DomainError::Invalid("A turn without a chain.".to_owned()));
     };
-    let (approval_id, state, reason, consumer, same_input): (
+    // The call is found by what the model proposed: an edited row keeps it in `edited_from`.
+    let (approval_id, state, reason, consumer, same_input, edited): (
         uuid::Uuid,
         String,
         Option<String>,
         Option<uuid::Uuid>,
         bool,
+        Option<Value>,
     ) = sqlx::query_as(
-        "SELECT approval_id, state, reason, consumer_turn_id, input = $3 AND user_id = $4 \
+        "SELECT approval_id, state, reason, consumer_turn_id, \
+                coalesce(edited_from, input) = $3 AND user_id = $4, \
+                CASE WHEN edited_from IS NOT NULL THEN input END \
          FROM approvals WHERE root_turn_id = $1 AND call_id = $2",
     )
     .bind(root.as_uuid())
@@ -141,7 +146,9 @@ async fn state_of(tx: &mut TenantTx, call: &GatedCall) -> Result<ApprovalState, 
     .await?;
     Ok(match state.as_str() {
         "pending" if same_input => ApprovalState::Pending { approval_id },
-        "approved" if same_input && consumer == Some(turn.as_uuid()) => ApprovalState::Approved,
+        "approved" if same_input && consumer == Some(turn.as_uuid()) => {
+            ApprovalState::Approved { edited }
+        }
         "denied" => ApprovalState::Denied { reason },
         _ => ApprovalState::Void,
     })
@@ -154,17 +161,24 @@ pub struct ApprovalAnswer {
     pub approval_id: uuid::Uuid,
     /// The call it answers.
     pub call_id: String,
+    /// The tool the client says the call is for (what an edit was checked against: an edited
+    /// answer must name the stored call's tool).
+    pub tool: String,
     /// The call's input as the client has it: must be the stored one.
     pub input: Value,
     /// Approved, or declined.
     pub approved: bool,
+    /// The input the staff member changed the call to as they approved it (checked against the
+    /// tool's schema by the caller): the approval binds to it instead.
+    pub edited: Option<Value>,
     /// The staff member's reason, if given.
     pub reason: Option<String>,
 }
 
 /// Records `answers` for `turn`, the turn that will continue the paused one: each must name a
 /// pending approval of this user's thread, for that very call and input, not past its time, and
-/// all the same paused turn. Returns that turn's chain, or `None` when any answer does not match
+/// all the same paused turn. An answer with an edited input binds the approval to that input
+/// (`input`), keeping the proposed one in `edited_from`. Returns that turn's chain, or `None` when any answer does not match
 /// (then nothing may be recorded: the caller rolls the transaction back; [`timed_out`] says
 /// whether it was too late).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", thread_id = %thread, answers = answers.len()))]
@@ -179,9 +193,13 @@ pub async fn answer(
     for answer in answers {
         let answered: Option<Vec<uuid::Uuid>> = sqlx::query_scalar(
             "UPDATE approvals SET state = CASE WHEN $6 THEN 'approved' ELSE 'denied' END, \
-                 reason = $7, consumer_turn_id = $8, decided_at = now() \
+                 reason = $7, consumer_turn_id = $8, decided_at = now(), \
+                 input = coalesce($9, input), \
+                 edited_from = CASE WHEN $9 IS DISTINCT FROM input AND $9 IS NOT NULL \
+                                    THEN input END \
              WHERE approval_id = $1 AND call_id = $2 AND input = $3 AND user_id = $4 \
                AND thread_id = $5 AND state = 'pending' AND expires_at > now() \
+               AND ($9 IS NULL OR tool = $10) \
              RETURNING chain",
         )
         .bind(answer.approval_id)
@@ -192,6 +210,8 @@ pub async fn answer(
         .bind(answer.approved)
         .bind(&answer.reason)
         .bind(turn.as_uuid())
+        .bind(answer.edited.as_ref().filter(|_| answer.approved))
+        .bind(answer.edited.as_ref().map(|_| answer.tool.as_str()))
         .fetch_optional(tx.connection())
         .await?;
         match (answered, &chain) {

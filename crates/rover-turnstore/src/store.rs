@@ -174,7 +174,10 @@ impl PgTurnStore {
             ApprovalState::Pending { approval_id } => Gate::Pending {
                 approval_id: approval_id.to_string(),
             },
-            ApprovalState::Approved => Gate::Run,
+            ApprovalState::Approved { edited: None } => Gate::Run,
+            ApprovalState::Approved {
+                edited: Some(input),
+            } => Gate::RunEdited { input },
             ApprovalState::Denied { reason } => Gate::Denied { reason },
             ApprovalState::Void => Gate::Refused(VOID.to_owned()),
         })

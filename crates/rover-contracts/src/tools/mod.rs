@@ -59,6 +59,28 @@ pub struct ToolContract {
 }
 
 impl ToolContract {
+    /// Checks `args` against the tool's argument schema (the one the model is shown): `Err` says
+    /// what is wrong, in a sentence. Compiles the schema on each use; the hot paths (the agent's
+    /// check, the tool server's) keep theirs compiled.
+    pub fn check_args(&self, args: &serde_json::Value) -> Result<(), String> {
+        let schema = serde_json::to_value((self.args_schema)())
+            .map_err(|e| format!("The schema of {} cannot be read: {e}", self.name))?;
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| format!("The schema of {} cannot be compiled: {e}", self.name))?;
+        match validator.iter_errors(args).next() {
+            None => Ok(()),
+            Some(error) => {
+                let path = error.instance_path().to_string();
+                let at = if path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (at {path})")
+                };
+                Err(format!("{error}{at}"))
+            }
+        }
+    }
+
     /// The RabbitMQ routing key of an RPC tool; `None` for a local tool.
     pub const fn event(&self) -> Option<&'static str> {
         match self.kind {

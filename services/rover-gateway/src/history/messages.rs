@@ -101,6 +101,10 @@ fn answer(messages: &mut [Value], answers: &Value) {
                 if approval["reason"].is_string() {
                     answered.insert("reason".to_owned(), approval["reason"].clone());
                 }
+                // Approved with the staff member's edits: what they changed the input to.
+                if approval["editedInput"].is_object() && approval["approved"] == true {
+                    answered.insert("editedInput".to_owned(), approval["editedInput"].clone());
+                }
                 part["approval"] = Value::Object(answered);
             }
         }

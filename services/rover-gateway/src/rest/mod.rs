@@ -54,6 +54,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/api/students", get(find_students))
         .route("/api/staff", get(list_staff))
         .route("/api/tool-labels", get(tool_labels))
+        .route("/api/tool-schemas", get(tool_schemas))
 }
 
 /// One REST call between its casbin gate and its commit: the caller's tenant transaction, who they
@@ -202,6 +203,24 @@ async fn list_staff(
 /// no school data.
 async fn tool_labels() -> Json<serde_json::Map<String, serde_json::Value>> {
     Json(tool_labels_map())
+}
+
+/// `GET /api/tool-schemas`: every write tool's argument schema, by tool name — what the Hub's
+/// approval card builds its edit form from (the very schema the model is shown and an edited
+/// input is checked against). Public: it holds no school data.
+async fn tool_schemas() -> Json<serde_json::Map<String, serde_json::Value>> {
+    Json(
+        tools::REGISTRY
+            .iter()
+            .filter(|c| c.effect == tools::Effect::Write && c.event().is_some())
+            .filter_map(|c| {
+                Some((
+                    c.name.to_owned(),
+                    serde_json::to_value((c.args_schema)()).ok()?,
+                ))
+            })
+            .collect(),
+    )
 }
 
 /// The label registry as a JSON object.

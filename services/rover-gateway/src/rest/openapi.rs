@@ -20,8 +20,17 @@ use crate::openapi_parts::{
     json_response, path_id, query_parameters,
 };
 
-/// The REST API's paths: the school's tools and the label registry.
+/// The REST API's paths: the school's tools, the label registry and the write tools' schemas.
 pub(crate) fn paths() -> Value {
+    let mut paths = tool_paths();
+    if let (Some(all), Value::Object(meta)) = (paths.as_object_mut(), meta_paths()) {
+        all.extend(meta);
+    }
+    paths
+}
+
+/// The paths of the school's tools.
+fn tool_paths() -> Value {
     let rename = operation(
         &RENAME_DEPARTMENT,
         "Rename a department",
@@ -87,6 +96,12 @@ pub(crate) fn paths() -> Value {
                 &[BAD_REQUEST, UNAUTHENTICATED, FORBIDDEN, NOT_FOUND],
             ),
         },
+    })
+}
+
+/// The paths that describe the tools themselves: labels and argument schemas.
+fn meta_paths() -> Value {
+    json!({
         "/api/tool-labels": {
             "get": {
                 "operationId": "tool_labels",
@@ -98,6 +113,21 @@ pub(crate) fn paths() -> Value {
                 "responses": { "200": json_response(
                     "Tool name → label.",
                     json!({ "type": "object", "additionalProperties": { "type": "string" } }),
+                ) },
+            },
+        },
+        "/api/tool-schemas": {
+            "get": {
+                "operationId": "tool_schemas",
+                "summary": "The write tools' argument schemas",
+                "description": "Every write tool's argument JSON Schema, by tool name, for the \
+                    Hub's approval card to build its edit form from. An edited input is checked \
+                    against the same schema when the answer arrives.",
+                "tags": ["meta"],
+                "security": [],
+                "responses": { "200": json_response(
+                    "Tool name → argument schema.",
+                    json!({ "type": "object", "additionalProperties": { "type": "object" } }),
                 ) },
             },
         },

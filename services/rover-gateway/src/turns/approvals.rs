@@ -1,6 +1,7 @@
 //! The staff member's answers to approval requests: the tool parts of the last (assistant)
 //! message in state `approval-responded` (`addToolApprovalResponse`), bound server-side to the
-//! pending approval they name (`rover_turnstore::approvals::answer`).
+//! pending approval they name (`rover_turnstore::approvals::answer`) — to the input as the staff
+//! member edited it, when they did (`approval.editedInput`).
 
 use rover_contracts::ErrorCode;
 use rover_turnstore::approvals::ApprovalAnswer;
@@ -36,15 +37,57 @@ pub(crate) fn answers(parts: &[Value]) -> Result<Vec<ApprovalAnswer>, ApiError> 
                 _ => return Err(invalid()),
             };
             let input = part.get("input").cloned().ok_or_else(invalid)?;
+            let tool = tool_name(part).ok_or_else(invalid)?.to_owned();
+            let edited = match approval.get("editedInput") {
+                None | Some(Value::Null) => None,
+                Some(edited) if approved => Some(checked_edit(&tool, edited)?),
+                // An edit beside a denial changes nothing: nothing runs.
+                Some(_) => None,
+            };
             Ok(ApprovalAnswer {
                 approval_id,
                 call_id,
+                tool,
                 input,
                 approved,
                 reason,
+                edited,
             })
         })
         .collect()
+}
+
+/// The tool a part is for: `tool-<name>`, or a dynamic tool's `toolName`.
+fn tool_name(part: &Value) -> Option<&str> {
+    match part["type"].as_str()? {
+        "dynamic-tool" => part["toolName"].as_str(),
+        kind => kind.strip_prefix("tool-"),
+    }
+}
+
+/// The input a staff member edited a proposed write to, as they approved it (`approval.editedInput`,
+/// Rover's extension of the AI SDK's answer: a client that only approves or denies never sends
+/// it): checked against the tool's schema here, so a bad edit is refused while the approval still
+/// waits — and again by the tool server's `execute()` when it runs.
+fn checked_edit(tool: &str, edited: &Value) -> Result<Value, ApiError> {
+    let contract = rover_contracts::tools::by_name(tool)
+        .filter(|c| c.effect == rover_contracts::tools::Effect::Write && c.event().is_some())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                "Only a write waiting for approval can be edited. Nothing was run.",
+            )
+        })?;
+    contract.check_args(edited).map_err(|error| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "Your edit of {tool} is not valid: {error}. Nothing was run; the approval still \
+                 waits for your answer."
+            ),
+        )
+    })?;
+    Ok(edited.clone())
 }
 
 /// What a POST gets when an answer matches no pending approval of the caller's thread (one that

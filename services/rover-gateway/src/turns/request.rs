@@ -342,6 +342,7 @@ pub(super) fn opening<'a>(
                 "approvalId": a.approval_id,
                 "approved": a.approved,
                 "reason": a.reason,
+                "editedInput": a.edited,
             })).collect::<Vec<_>>(),
         })),
         _ => None,

@@ -896,6 +896,38 @@ async fn tool_labels_lists_every_tool_with_its_label_without_a_token() {
     assert_eq!(labels["create_department"], "Creating a department…");
 }
 
+/// What an approval card's edit form is built from: every write that can wait for approval (the
+/// RPC writes), with the very argument schema the model is shown; no read, no sandbox write.
+#[tokio::test]
+async fn tool_schemas_lists_every_rpc_write_with_its_argument_schema_without_a_token() {
+    let rest = spawn_rest().await;
+    let schemas = rest
+        .send(
+            Request::get("/api/tool-schemas")
+                .header(header::HOST, "localhost")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(schemas.status, StatusCode::OK);
+    let schemas = schemas.body.as_object().expect("an object");
+    let writes: Vec<_> = REGISTRY
+        .iter()
+        .filter(|c| c.effect == rover_contracts::tools::Effect::Write && c.event().is_some())
+        .collect();
+    assert_eq!(schemas.len(), writes.len(), "{:?}", schemas.keys());
+    for contract in writes {
+        assert_eq!(
+            schemas.get(contract.name),
+            Some(&serde_json::to_value((contract.args_schema)()).unwrap()),
+            "{}",
+            contract.name
+        );
+    }
+    assert!(!schemas.contains_key("list_departments") && !schemas.contains_key("write_file"));
+    assert_eq!(schemas["create_department"]["required"], json!(["name"]));
+}
+
 #[tokio::test]
 async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
     let rest = spawn_rest().await;
@@ -923,6 +955,7 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
         ("/api/students", "get", "find_students"),
         ("/api/staff", "get", "list_staff"),
         ("/api/tool-labels", "get", "tool_labels"),
+        ("/api/tool-schemas", "get", "tool_schemas"),
         ("/api/openapi.json", "get", "openapi"),
         ("/api/chats", "get", "list_chats"),
         ("/api/chats/export", "get", "export_chats"),

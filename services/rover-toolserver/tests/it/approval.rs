@@ -255,3 +255,71 @@ async fn a_name_hiding_text_from_colleagues_is_refused_by_the_tool() {
     }
     assert_eq!(server.state().await, before);
 }
+
+/// A staff member who edits a proposed write as they approve it binds the approval to their
+/// input (`input`; the model's is kept in `edited_from`): `execute()` runs only that input, and
+/// checks it against the tool's schema again, whatever the row says.
+#[tokio::test]
+async fn an_edited_approval_runs_only_the_edited_input_and_only_if_its_schema_holds() {
+    let server = spawn_toolserver().await;
+    require_approval(&server).await;
+    let admin = server.caller(ADMIN).await;
+    let (turn, thread) = (TurnId::new(), ThreadId::new());
+    let proposed = json!({ "name": "Sciences" });
+    let edited = json!({ "name": "Natural Sciences" });
+    approve(
+        &server,
+        admin.identity.user_id,
+        (turn, thread),
+        "call_1",
+        &edited,
+    )
+    .await;
+    sqlx::query("UPDATE approvals SET edited_from = $1 WHERE call_id = 'call_1'")
+        .bind(&proposed)
+        .execute(&server.owner)
+        .await
+        .unwrap();
+    // An edit the schema refuses (a smuggled school id), approved all the same by its row.
+    let smuggled = json!({ "name": "Arts", "school_id": server.db.ids.school_of(ADMIN).as_uuid() });
+    approve(
+        &server,
+        admin.identity.user_id,
+        (turn, thread),
+        "call_2",
+        &smuggled,
+    )
+    .await;
+    let before = server.state().await;
+
+    let model = write_call(&server, &admin, (turn, thread), "call_1", proposed);
+    let reply = server.send(&model).await;
+    assert_eq!(reply.outcome, ToolOutcome::ApprovalRequired, "{reply:?}");
+    let reply = server
+        .send(&write_call(
+            &server,
+            &admin,
+            (turn, thread),
+            "call_2",
+            smuggled,
+        ))
+        .await;
+    assert_eq!(reply.outcome, ToolOutcome::Invalid, "{reply:?}");
+    assert!(
+        reply.result.to_model_string().contains("school_id"),
+        "{reply:?}"
+    );
+    assert_eq!(server.state().await, before, "neither wrote");
+
+    let reply = server
+        .send(&write_call(
+            &server,
+            &admin,
+            (turn, thread),
+            "call_1",
+            edited,
+        ))
+        .await;
+    assert_eq!(reply.outcome, ToolOutcome::Ok, "{reply:?}");
+    assert_eq!(data(&reply)["name"], "Natural Sciences");
+}
