@@ -50,6 +50,12 @@ impl Default for RpcOptions {
     }
 }
 
+/// How many times one attempt sends a nacked request again, each on a new channel and after a
+/// longer pause (the broker's reconnect backoff × the count), before the nack fails the call.
+/// A queue that is really full keeps nacking, so the call fails within a second rather than
+/// waiting out its deadline.
+const NACK_RESENDS: u32 = 3;
+
 /// Calls waiting for their reply, by call id.
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>>;
 
@@ -79,6 +85,8 @@ struct Inner {
     options: RpcOptions,
     pending: Pending,
     late_replies: Arc<AtomicU64>,
+    /// How many requests the broker nacked and were sent again.
+    nacks: watch::Sender<u64>,
     /// The channel requests are published on and replies arrive on, with the task that
     /// routes replies to their callers.
     reply_channel: tokio::sync::Mutex<Option<ReplyChannel>>,
@@ -129,6 +137,7 @@ impl Broker {
                 options,
                 pending: Pending::default(),
                 late_replies: Arc::default(),
+                nacks: watch::Sender::new(0),
                 reply_channel: tokio::sync::Mutex::new(None),
             }),
         }
@@ -308,6 +317,12 @@ impl RpcClient {
         self.inner.late_replies.load(Ordering::Relaxed)
     }
 
+    /// How many requests the broker nacked and this client sent again on a new channel, as a
+    /// receiver: read it, or wait for it to move.
+    pub fn nacks(&self) -> watch::Receiver<u64> {
+        self.inner.nacks.subscribe()
+    }
+
     /// Publishes the request (again, on a new channel, if the channel is lost before the
     /// reply comes) and waits for the reply. The caller bounds it with the deadline.
     ///
@@ -320,6 +335,7 @@ impl RpcClient {
         request: &Prepared,
         reply: &mut oneshot::Receiver<Vec<u8>>,
     ) -> Result<Vec<u8>, PublishError> {
+        let mut nacks = 0;
         loop {
             let (channel, mut gone) = self.reply_channel().await?;
             let confirm = match start_publish(&channel, exchange, request).await {
@@ -351,12 +367,51 @@ impl RpcClient {
                         }
                     }
                 }
+                // A nacked request was not enqueued, so sending it again cannot duplicate it. A
+                // channel opened while a quorum queue's leader was dying keeps that leader and has
+                // every later publish nacked (seen for 30 s after a broker node's kill -9); a new
+                // channel finds the new leader. Replies come on the channel that sent the
+                // request, so the reply channel is renewed; calls in flight on the old one still
+                // get their replies there.
+                Err(SendError::Failed(PublishError::Nacked { .. })) if nacks < NACK_RESENDS => {
+                    nacks += 1;
+                    self.renew_reply_channel(&channel).await;
+                    self.inner.nacks.send_modify(|n| *n += 1);
+                    tracing::warn!(
+                        nacks,
+                        "an RPC request was nacked; sending it again on a new channel"
+                    );
+                    tokio::time::sleep(self.inner.broker.options().reconnect_backoff_min * nacks)
+                        .await;
+                }
                 Err(SendError::Failed(error)) => return Err(error),
                 Err(SendError::Lost(error)) => {
                     // The reply would come on the lost channel: it never will.
                     tracing::debug!(%error, "channel lost before the reply; sending again");
                 }
             }
+        }
+    }
+
+    /// Stops sending requests on `channel` if it is still the reply channel, so the next
+    /// request opens another. It stays open for one attempt's time, so replies to requests
+    /// already sent on it still arrive; then it closes.
+    async fn renew_reply_channel(&self, channel: &Channel) {
+        let mut slot = self.inner.reply_channel.lock().await;
+        if slot
+            .as_ref()
+            .is_some_and(|c| c.channel.id() == channel.id())
+            && let Some(old) = slot.take()
+        {
+            let linger = self.inner.options.attempt_timeout;
+            tokio::spawn(async move {
+                tokio::time::sleep(linger).await;
+                let _ = old
+                    .channel
+                    .close(200, "nacked; requests moved to a new channel".into())
+                    .await;
+                drop(old);
+            });
         }
     }
 

@@ -9,10 +9,10 @@ use std::{
 };
 
 use futures::future::join_all;
-use rover_messaging::{ConsumerOptions, OutgoingMessage, RpcError, RpcOptions};
+use rover_messaging::{ConsumerOptions, OutgoingMessage, RpcError, RpcOptions, TURN_ROUTING_KEY};
 use tokio::{sync::Notify, time::Instant};
 
-use crate::helpers::{body, collect, next, spawn_app, within};
+use crate::helpers::{body, collect, next, spawn_app, spawn_app_with, within};
 
 /// An echo server that answers `<correlation id>:<body>`.
 async fn echo_server(app: &crate::helpers::TestApp) -> rover_messaging::ConsumerHandle {
@@ -449,4 +449,100 @@ async fn a_caller_whose_connection_dies_while_it_waits_sends_again_at_once_on_a_
         "sent again under the same call id"
     );
     release.notify_one();
+}
+
+/// Fills the turns queue of `app` (its `x-max-length` 1): a quorum queue takes one message beyond
+/// its limit, then nacks every publish. Nobody serves them yet.
+async fn fill(app: &crate::helpers::TestApp) {
+    for _ in 0..2 {
+        within(
+            "fill the queue",
+            app.broker.publisher().publish(
+                &app.topology.turns_exchange(),
+                TURN_ROUTING_KEY,
+                OutgoingMessage::new("filler"),
+            ),
+        )
+        .await
+        .expect("published");
+    }
+}
+
+/// A request the broker nacks (here a full queue with `reject-publish`; after a broker node's
+/// kill -9, a channel that keeps the dead leader) was not enqueued: the client sends it again on
+/// a new reply channel, after a pause, and the call is answered once the queue takes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nacked_request_is_sent_again_on_a_new_channel_and_answered() {
+    let app = spawn_app_with(rover_messaging::Topology::default().with_turns_max_length(1)).await;
+    let (exchange, queue) = (app.topology.turns_exchange(), app.topology.turns_queue());
+    fill(&app).await;
+    // A caller whose pause before sending again is long enough for the test to make room.
+    let caller = within(
+        "connect the caller",
+        rover_messaging::Broker::connect(rover_messaging::BrokerOptions {
+            reconnect_backoff_min: Duration::from_secs(2),
+            ..crate::helpers::options(app.vhost.url())
+        }),
+    )
+    .await
+    .expect("connects");
+    let client = caller.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(60),
+        attempts: 1,
+    });
+    let mut nacks = client.nacks();
+    let call = tokio::spawn({
+        let (client, exchange) = (client.clone(), exchange.clone());
+        async move {
+            client
+                .call(&exchange, TURN_ROUTING_KEY, "call-nacked", b"pong".to_vec())
+                .await
+        }
+    });
+    within("the request is nacked", nacks.wait_for(|n| *n >= 1))
+        .await
+        .expect("client alive");
+    // Room: the server takes the fillers (no reply_to: dead-lettered unrun), then the request.
+    let _server = within(
+        "start server",
+        app.broker
+            .serve_rpc(&queue, ConsumerOptions::default(), |request| {
+                Some(async move { request.body })
+            }),
+    )
+    .await
+    .expect("serves");
+    let reply = within("the call is answered", call).await.expect("task");
+    assert_eq!(reply.expect("replies"), b"pong");
+    assert_eq!(*client.nacks().borrow(), 1, "sent again once");
+}
+
+/// A queue that keeps nacking (really full) fails the call with the nack after a few re-sends,
+/// within a second or so, not at its deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_nacked_every_time_fails_with_the_nack_well_before_its_deadline() {
+    let app = spawn_app_with(rover_messaging::Topology::default().with_turns_max_length(1)).await;
+    let exchange = app.topology.turns_exchange();
+    fill(&app).await;
+    let deadline = Duration::from_secs(60);
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: deadline,
+        attempts: 1,
+    });
+    let began = Instant::now();
+    let error = within(
+        "the call fails",
+        client.call(&exchange, TURN_ROUTING_KEY, "call-full", b"x".to_vec()),
+    )
+    .await
+    .expect_err("nacked");
+    assert!(
+        matches!(
+            error,
+            RpcError::Publish(rover_messaging::PublishError::Nacked { .. })
+        ),
+        "{error:?}"
+    );
+    assert_eq!(*client.nacks().borrow(), 3, "three re-sends, then the nack");
+    assert!(began.elapsed() < deadline / 10, "{:?}", began.elapsed());
 }
