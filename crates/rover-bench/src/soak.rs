@@ -37,6 +37,9 @@ pub(crate) struct Soak {
     pub(crate) concurrency: usize,
 }
 
+/// What was sampled at an interval's end: when, each service's RSS (MB) and CPU time in it.
+type Snapshot = (Instant, Vec<(String, f64)>, Vec<(String, Duration)>);
+
 /// One interval's measurements.
 struct Interval {
     finishes: Vec<Duration>,
@@ -53,6 +56,7 @@ pub(crate) async fn soak(world: &World, soak: Soak) -> anyhow::Result<Vec<Row>> 
         worker_prefetch: 64,
     };
     let stack = Arc::new(Stack::start(world, &options)?);
+    let analysing = stand_in_for_autovacuum(world).await?;
     let meter = stack.meter();
     let started = Instant::now();
     let deadline = started + soak.interval * soak.intervals;
@@ -105,7 +109,31 @@ pub(crate) async fn soak(world: &World, soak: Soak) -> anyhow::Result<Vec<Row>> 
         }
     }
     drop(stack);
+    let analysed = analysing.is_some();
+    if let Some(analysing) = analysing {
+        analysing.abort();
+    }
 
+    let intervals = split(started, snapshots, &done, &failed);
+    let mut rows = rows(soak, &intervals, first_error);
+    if analysed && let Some(note) = rows.last_mut().and_then(|v| v.note.as_mut()) {
+        note.push_str(&format!(
+            "; this server runs with autovacuum off, so the soak ran ANALYZE every {} s as \
+             autovacuum would (without it, plans cached while the tables were empty scan every \
+             school's rows and the rate falls)",
+            ANALYZE_EVERY.as_secs()
+        ));
+    }
+    Ok(rows)
+}
+
+/// The turns that finished and failed, by the interval they ended in.
+fn split(
+    started: Instant,
+    snapshots: Vec<Snapshot>,
+    done: &[(Instant, Duration)],
+    failed: &[Instant],
+) -> Vec<Interval> {
     let mut intervals = Vec::new();
     let mut from = started;
     for (until, rss, cpu) in snapshots {
@@ -123,7 +151,39 @@ pub(crate) async fn soak(world: &World, soak: Soak) -> anyhow::Result<Vec<Row>> 
         });
         from = until;
     }
-    Ok(rows(soak, &intervals, first_error))
+    intervals
+}
+
+/// How often the soak analyses its database on a server without autovacuum.
+const ANALYZE_EVERY: Duration = Duration::from_secs(30);
+
+/// On a server with autovacuum off (this machine's), a task that runs `ANALYZE` on the soak's
+/// database every [`ANALYZE_EVERY`], as autovacuum does in production: it refreshes the planner's
+/// statistics, and with them every plan cached while the tables were small. `None` when the
+/// server runs autovacuum itself.
+async fn stand_in_for_autovacuum(
+    world: &World,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let owner = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(world.db.owner_url())
+        .await?;
+    let autovacuum: String = sqlx::query_scalar("SHOW autovacuum")
+        .fetch_one(&owner)
+        .await?;
+    if autovacuum == "on" {
+        return Ok(None);
+    }
+    Ok(Some(tokio::spawn(async move {
+        let mut every = tokio::time::interval(ANALYZE_EVERY);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            if let Err(error) = sqlx::query("ANALYZE").execute(&owner).await {
+                eprintln!("rover-bench: soak: ANALYZE failed: {error}");
+            }
+        }
+    })))
 }
 
 /// One row per interval (turns/s, finish p50/p99, RSS, CPU per turn), then the verdict row: RSS

@@ -39,15 +39,20 @@ pub async fn append(
     Ok(())
 }
 
-/// The last message `turn` added to the thread's history: `None` until the turn completed.
+/// The last message `turn` added to `thread`'s history: `None` until the turn completed. Read
+/// through the thread's index: the school's whole log is not scanned (which grew with every turn
+/// the school ever had).
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn))]
 pub async fn turn_last_message(
     tx: &mut TenantTx,
+    thread: ThreadId,
     turn: TurnId,
 ) -> Result<Option<Value>, DomainError> {
     Ok(sqlx::query_scalar(
-        "SELECT message FROM conversation_log WHERE turn_id = $1 ORDER BY position DESC LIMIT 1",
+        "SELECT message FROM conversation_log WHERE thread_id = $1 AND turn_id = $2 \
+         ORDER BY position DESC LIMIT 1",
     )
+    .bind(thread.as_uuid())
     .bind(turn.as_uuid())
     .fetch_optional(tx.connection())
     .await?)

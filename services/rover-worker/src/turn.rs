@@ -304,15 +304,16 @@ pub(crate) async fn load_prior(
         rover_domain::begin_tenant(&shared.pool, request.context.user_details.school.id).await?;
     // A turn whose messages are in the history completed; it ended waiting on `ask_user` when its
     // last message asks.
-    let completed = conversation_log::turn_last_message(&mut tx, request.turn_id)
-        .await?
-        .map(|last| {
-            if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
-                FinishReason::ToolCalls
-            } else {
-                FinishReason::Stop
-            }
-        });
+    let completed =
+        conversation_log::turn_last_message(&mut tx, request.thread_id, request.turn_id)
+            .await?
+            .map(|last| {
+                if rover_agent::pending_question(std::slice::from_ref(&last)).is_some() {
+                    FinishReason::ToolCalls
+                } else {
+                    FinishReason::Stop
+                }
+            });
     let events: Vec<TurnEvent> = rover_turnstore::events::events(&mut tx, request.turn_id)
         .await?
         .into_iter()

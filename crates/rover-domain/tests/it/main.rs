@@ -20,5 +20,6 @@ mod rls;
 mod shard_keys;
 mod store;
 mod teachers;
+mod usage_days;
 mod user_directory;
 mod write_lookups;

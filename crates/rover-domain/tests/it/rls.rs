@@ -61,7 +61,7 @@ async fn every_table_with_a_school_id_has_row_level_security_enabled_and_forced(
     .fetch_all(&mut owner)
     .await
     .unwrap();
-    assert_eq!(rows.len(), 32, "tenant tables: {rows:?}");
+    assert_eq!(rows.len(), 33, "tenant tables: {rows:?}");
     let unprotected: Vec<_> = rows
         .iter()
         .filter(|(_, enabled, forced, policies)| !(*enabled && *forced && *policies == 1))

@@ -176,14 +176,14 @@ async fn a_planted_bad_table_is_named_with_its_rule_and_how_to_fix_it() {
 }
 
 /// A database of its own, created empty by the superuser and dropped at the end.
-struct ScratchDb {
+pub(crate) struct ScratchDb {
     admin_url: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl ScratchDb {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let admin_url =
             std::env::var("ROVER_TEST_ADMIN_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
         let name = format!("rover_test_{}", Uuid::new_v4().simple());

@@ -115,4 +115,16 @@ async fn twenty_concurrent_turns_of_one_user_never_spend_past_the_daily_budget()
         0,
         "every reservation was settled"
     );
+    // The day's totals the reservations were checked against are the ledger's sums, after twenty
+    // turns reserved and settled at once.
+    let differ = stack
+        .count(
+            "SELECT count(*) FROM ( \
+                 SELECT school_id, day, user_id, sum(input_tokens + output_tokens + reserved_tokens)::bigint \
+                 FROM token_usage GROUP BY 1, 2, 3) l(school_id, day, user_id, tokens) \
+             FULL JOIN token_usage_days d USING (school_id, day, user_id) \
+             WHERE coalesce(l.tokens, 0) <> coalesce(d.tokens, 0)",
+        )
+        .await;
+    assert_eq!(differ, 0, "the day's totals drifted from the ledger");
 }
