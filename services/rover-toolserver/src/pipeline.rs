@@ -598,18 +598,11 @@ async fn commit_write(
 fn validate(tool: &RpcTool, args: &Value) -> Result<(), Failure> {
     match tool.validator.iter_errors(args).next() {
         None => Ok(()),
-        Some(error) => {
-            let path = error.instance_path().to_string();
-            let at = if path.is_empty() {
-                String::new()
-            } else {
-                format!(" (at {path})")
-            };
-            Err(Failure::invalid(format!(
-                "Invalid arguments for {}: {error}{at}.",
-                tool.contract.name
-            )))
-        }
+        Some(error) => Err(Failure::invalid(format!(
+            "Invalid arguments for {}: {}.",
+            tool.contract.name,
+            rover_contracts::tools::schema_error(&error)
+        ))),
     }
 }
 

@@ -69,15 +69,7 @@ impl ToolContract {
             .map_err(|e| format!("The schema of {} cannot be compiled: {e}", self.name))?;
         match validator.iter_errors(args).next() {
             None => Ok(()),
-            Some(error) => {
-                let path = error.instance_path().to_string();
-                let at = if path.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (at {path})")
-                };
-                Err(format!("{error}{at}"))
-            }
+            Some(error) => Err(schema_error(&error)),
         }
     }
 
@@ -205,6 +197,17 @@ pub const REGISTRY: &[&ToolContract] = &[
     &EditFile::CONTRACT,
     &SaveArtifact::CONTRACT,
 ];
+
+/// What a schema refused in a call's arguments, as a clause: the error, and where it is
+/// (`… (at /name)`) when it is not the whole input.
+pub fn schema_error(error: &jsonschema::ValidationError<'_>) -> String {
+    let path = error.instance_path().to_string();
+    if path.is_empty() {
+        error.to_string()
+    } else {
+        format!("{error} (at {path})")
+    }
+}
 
 /// The contract with this model-facing name.
 pub fn by_name(name: &str) -> Option<&'static ToolContract> {
