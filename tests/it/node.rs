@@ -395,25 +395,22 @@ async fn the_real_ai_sdk_client_renders_subagent_work() {
     assert_eq!(chat["toolLabels"], Value::Object(streamed), "{chat:#}");
 }
 
-/// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny) on
-/// the part waiting for approval, sent by the client's own `sendAutomaticallyWhen`.
+/// `approve.mjs` as `email`: `sendMessage`, then `addToolApprovalResponse` (approve or deny, or
+/// `edit` and the edited input's JSON) on the part waiting for approval, sent by the client's own
+/// `sendAutomaticallyWhen`.
 async fn approve(
     stack: &Stack,
     client: &Client,
     email: &str,
     chat: &str,
     text: &str,
-    decision: &str,
+    decision: &[&str],
 ) -> Value {
     let gateway = format!("http://{}", stack.gateway);
     let token = stack.token(email);
-    script(
-        &client.node,
-        &client.dir,
-        "approve.mjs",
-        &[&gateway, &token, chat, text, decision],
-    )
-    .await
+    let mut args = vec![gateway.as_str(), token.as_str(), chat, text];
+    args.extend_from_slice(decision);
+    script(&client.node, &client.dir, "approve.mjs", &args).await
 }
 
 /// Approves a write with `client`: it runs once, in the same assistant message.
@@ -426,7 +423,7 @@ async fn approves_a_write_and_it_runs_once(client: Client) {
         "admin@hill.school",
         "chat-node-approve",
         "Create a department called Sciences",
-        "approve",
+        &["approve"],
     )
     .await;
     assert_eq!(
@@ -477,7 +474,7 @@ async fn denies_a_subagents_write(client: Client) {
         "amina@hill.school",
         "chat-node-deny",
         "Record attendance for S1 Blue: everyone present except Nakato",
-        "deny",
+        &["deny"],
     )
     .await;
     assert_eq!(
@@ -530,20 +527,13 @@ async fn the_real_ai7_client_approves_a_write_with_an_edit_and_the_edit_runs() {
     let client = ai7().await;
     let stack = Stack::start().await;
     require_approvals(&stack, stack.db.ids.hill.as_uuid()).await;
-    let gateway = format!("http://{}", stack.gateway);
-    let token = stack.token("admin@hill.school");
-    let report = script(
-        &client.node,
-        &client.dir,
-        "approve.mjs",
-        &[
-            &gateway,
-            &token,
-            "chat-node-edit",
-            "Create a department called Sciences",
-            "edit",
-            r#"{"name":"Natural Sciences"}"#,
-        ],
+    let report = approve(
+        &stack,
+        &client,
+        "admin@hill.school",
+        "chat-node-edit",
+        "Create a department called Sciences",
+        &["edit", r#"{"name":"Natural Sciences"}"#],
     )
     .await;
     assert_eq!(

@@ -183,6 +183,26 @@ pub(crate) struct ScratchDb {
 }
 
 impl ScratchDb {
+    /// Every migration before `version`, as sqlx applies them, then the demo schools: a connection
+    /// to the database, and how many migrations were applied.
+    pub(crate) async fn seeded_before(&self, version: i64) -> (PgConnection, usize) {
+        let mut conn = PgConnection::connect(&self.url).await.unwrap();
+        conn.ensure_migrations_table().await.unwrap();
+        let mut applied = 0;
+        for migration in MIGRATOR.iter().filter(|m| m.version < version) {
+            conn.apply(migration).await.unwrap();
+            applied += 1;
+        }
+        let seeding = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url)
+            .await
+            .unwrap();
+        seed_demo(&seeding).await.unwrap();
+        seeding.close().await;
+        (conn, applied)
+    }
+
     pub(crate) async fn new() -> Self {
         let admin_url =
             std::env::var("ROVER_TEST_ADMIN_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
@@ -305,26 +325,9 @@ const TURN_ROWS: &str = "
 #[tokio::test]
 async fn the_rekeying_migrations_keep_every_row_and_every_foreign_key() {
     let scratch = ScratchDb::new().await;
-    let mut conn = PgConnection::connect(&scratch.url).await.unwrap();
-    // The schema as it was before: every migration up to the one before 0050, as sqlx applies them.
-    conn.ensure_migrations_table().await.unwrap();
-    let mut before_ours = 0;
-    for migration in MIGRATOR
-        .iter()
-        .filter(|m| m.version < FIRST_SHARDING_MIGRATION)
-    {
-        conn.apply(migration).await.unwrap();
-        before_ours += 1;
-    }
+    // The schema as it was before 0050, with the demo schools, and rows in every other table.
+    let (mut conn, before_ours) = scratch.seeded_before(FIRST_SHARDING_MIGRATION).await;
     assert!(before_ours >= 26, "only {before_ours} migrations applied");
-    // The demo schools, and rows in every other table.
-    let seeding = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&scratch.url)
-        .await
-        .unwrap();
-    seed_demo(&seeding).await.unwrap();
-    seeding.close().await;
     sqlx::raw_sql(TURN_ROWS).execute(&mut conn).await.unwrap();
     let before = contents(&mut conn).await;
     let empty: Vec<_> = before.iter().filter(|(_, (n, _))| *n == 0).collect();

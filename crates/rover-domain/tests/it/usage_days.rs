@@ -1,10 +1,8 @@
 //! Migration 0063 fills the day's token totals from the ledger a database already holds: every
 //! school, day and user's used + reserved tokens.
 
-use rover_domain::{MIGRATOR, seed_demo};
+use rover_domain::MIGRATOR;
 use sqlx::migrate::Migrate;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, PgConnection};
 
 use crate::shard_keys::ScratchDb;
 
@@ -14,18 +12,7 @@ const TOTALS_MIGRATION: i64 = 63;
 #[tokio::test]
 async fn the_day_totals_migration_sums_the_ledger_it_finds() {
     let scratch = ScratchDb::new().await;
-    let mut conn = PgConnection::connect(&scratch.url).await.unwrap();
-    conn.ensure_migrations_table().await.unwrap();
-    for migration in MIGRATOR.iter().filter(|m| m.version < TOTALS_MIGRATION) {
-        conn.apply(migration).await.unwrap();
-    }
-    let seeding = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&scratch.url)
-        .await
-        .unwrap();
-    seed_demo(&seeding).await.unwrap();
-    seeding.close().await;
+    let (mut conn, _) = scratch.seeded_before(TOTALS_MIGRATION).await;
     // Three turns per user on each of two days, one of them still holding a reservation.
     sqlx::raw_sql(
         "INSERT INTO token_usage (school_id, turn_id, user_id, day, reserved_tokens, \
