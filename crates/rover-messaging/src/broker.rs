@@ -299,6 +299,14 @@ impl Broker {
         let _ = tokio::time::timeout(self.core.options.operation_timeout, closed).await;
     }
 
+    /// Completes when [`Broker::close`] is called or every handle is gone.
+    pub(crate) fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut link = self.core.link.subscribe();
+        async move {
+            let _ = link.wait_for(|link| matches!(link, Link::Closed)).await;
+        }
+    }
+
     /// Runs `operation` bounded by the operation timeout.
     pub(crate) async fn bounded<T>(
         &self,
@@ -391,7 +399,7 @@ pub(crate) async fn declare_subscription_on(
 
 /// The URL once per node: the URL itself when no addresses are given, else with each address
 /// as its host and port.
-fn nodes(options: &BrokerOptions) -> Result<Vec<AMQPUri>, MessagingError> {
+pub(crate) fn nodes(options: &BrokerOptions) -> Result<Vec<AMQPUri>, MessagingError> {
     let invalid = |reason: String| MessagingError::Connect {
         url: redact_url(&options.url),
         source: lapin::Error::from(std::io::Error::new(
@@ -427,7 +435,7 @@ fn nodes(options: &BrokerOptions) -> Result<Vec<AMQPUri>, MessagingError> {
 
 /// Where the first connection of a process starts among `count` nodes: anywhere, so that the
 /// replicas of a service do not all pile onto the first node.
-fn spread(count: usize) -> usize {
+pub(crate) fn spread(count: usize) -> usize {
     use std::hash::{BuildHasher as _, Hasher as _};
     // A fresh `RandomState` is randomly keyed: its hash of nothing is a random number.
     let random = std::collections::hash_map::RandomState::new()

@@ -15,7 +15,7 @@ use lapin::{
 };
 use rover_settings::Backoff;
 use tokio::{
-    sync::{Semaphore, oneshot, watch},
+    sync::{oneshot, watch},
     task::JoinSet,
 };
 use tracing::Instrument;
@@ -56,8 +56,25 @@ pub struct Delivery {
 
 impl Delivery {
     fn from_lapin(delivery: &lapin::message::Delivery) -> Self {
-        let properties = &delivery.properties;
-        let table = properties.headers().clone().unwrap_or_default();
+        Self::from_parts(
+            &delivery.properties,
+            delivery.data.clone(),
+            delivery.exchange.to_string(),
+            delivery.routing_key.to_string(),
+            delivery.redelivered,
+        )
+    }
+
+    /// A delivery from its properties, body and the method that delivered it.
+    pub(crate) fn from_parts(
+        properties: &lapin::BasicProperties,
+        body: Vec<u8>,
+        exchange: String,
+        routing_key: String,
+        redelivered: bool,
+    ) -> Self {
+        let empty = FieldTable::default();
+        let table = properties.headers().as_ref().unwrap_or(&empty);
         let delivery_count = table
             .inner()
             .get("x-delivery-count")
@@ -67,15 +84,15 @@ impl Delivery {
         let text =
             |value: &Option<lapin::types::ShortString>| value.as_ref().map(ToString::to_string);
         Self {
-            body: delivery.data.clone(),
-            headers: from_field_table(&table),
+            body,
+            headers: from_field_table(table),
             message_id: text(properties.message_id()),
             correlation_id: text(properties.correlation_id()),
             reply_to: text(properties.reply_to()),
             content_type: text(properties.content_type()),
-            exchange: delivery.exchange.to_string(),
-            routing_key: delivery.routing_key.to_string(),
-            redelivered: delivery.redelivered,
+            exchange,
+            routing_key,
+            redelivered,
             delivery_count,
         }
     }
@@ -118,9 +135,9 @@ impl Default for ConsumerOptions {
 /// background, in the same way.
 #[derive(Debug)]
 pub struct ConsumerHandle {
-    stop: watch::Sender<bool>,
-    subscriptions: watch::Receiver<u64>,
-    task: tokio::task::JoinHandle<()>,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) subscriptions: watch::Receiver<u64>,
+    pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
 impl ConsumerHandle {
@@ -163,23 +180,17 @@ impl fmt::Display for Source {
     }
 }
 
-/// A type-erased handler, and when it settles its message.
+/// A type-erased handler: it runs the work, then the message is settled with the outcome it
+/// returns (at least once: a consumer that dies mid-work leaves the message to be redelivered).
+/// The RPC server, which settles before it runs, has a connection of its own (`direct`).
 #[derive(Clone)]
-pub(crate) enum Handler {
-    /// Runs the work, then settles the message with the outcome it returns (at least once:
-    /// a consumer that dies mid-work leaves the message to be redelivered).
-    SettleAfter(Arc<dyn Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync>),
-    /// Screens the message synchronously — `None` rejects it without requeue, unrun — then
-    /// acks it and only then runs the work (at most once per delivery: a consumer that dies
-    /// mid-work loses the delivery, and whoever sent it must ask again).
-    SettleBefore(Arc<dyn Fn(Delivery) -> Option<BoxFuture<'static, ()>> + Send + Sync>),
-}
+pub(crate) struct Handler(Arc<dyn Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync>);
 
 impl Handler {
     fn after(
         handler: impl Fn(Delivery) -> BoxFuture<'static, Outcome> + Send + Sync + 'static,
     ) -> Self {
-        Self::SettleAfter(Arc::new(handler))
+        Self(Arc::new(handler))
     }
 }
 
@@ -334,10 +345,6 @@ async fn run(
 ) {
     let mut ready = Some(ready);
     let mut in_flight = JoinSet::new();
-    // Settled-before-running work is no longer counted by the broker's prefetch window, so the
-    // consumer bounds it itself: at most `prefetch` handlers run, and at most `prefetch` more
-    // deliveries wait (unacked, so the broker holds back the rest).
-    let running = Arc::new(Semaphore::new(usize::from(options.prefetch.max(1))));
     let mut backoff = Backoff::new(
         broker.options().reconnect_backoff_min,
         broker.options().reconnect_backoff_max,
@@ -393,7 +400,7 @@ async fn run(
                 Some(joined) = in_flight.join_next() => report(joined),
                 next = consumer.next() => match next {
                     Some(Ok(delivery)) => {
-                        in_flight.spawn(process(delivery, queue.clone(), handler.clone(), running.clone()));
+                        in_flight.spawn(process(delivery, queue.clone(), handler.clone()));
                     }
                     Some(Err(error)) => {
                         tracing::warn!(%error, queue, "consumer channel lost; subscribing again");
@@ -441,17 +448,9 @@ async fn subscribe(
     Ok((channel, consumer, queue))
 }
 
-/// Runs the handler for one delivery inside a span parented by the publisher's trace
-/// context, and settles the message after it ([`Handler::SettleAfter`]) or before it
-/// ([`Handler::SettleBefore`]).
-async fn process(
-    delivery: lapin::message::Delivery,
-    queue: String,
-    handler: Handler,
-    running: Arc<Semaphore>,
-) {
-    let message = Delivery::from_lapin(&delivery);
-    let span = tracing::info_span!(
+/// The span a delivery is handled in (its parent is set from the message's headers after).
+pub(crate) fn delivery_span(queue: &str, message: &Delivery) -> tracing::Span {
+    tracing::info_span!(
         "rover.messaging.consume",
         otel.kind = "consumer",
         messaging.system = "rabbitmq",
@@ -461,21 +460,19 @@ async fn process(
         messaging.message.conversation_id = message.correlation_id.as_deref(),
         messaging.rabbitmq.message.delivery_count = message.delivery_count,
         messaging.rabbitmq.outcome = tracing::field::Empty,
-    );
+    )
+}
+
+/// Runs the handler for one delivery inside a span parented by the publisher's trace
+/// context, then settles the message with its outcome.
+async fn process(delivery: lapin::message::Delivery, queue: String, handler: Handler) {
+    let message = Delivery::from_lapin(&delivery);
+    let span = delivery_span(&queue, &message);
     // Fails only when no OpenTelemetry layer is installed, and then there is nothing to link.
     let _ = span.set_parent(extract(&message.headers));
-    let handler = match handler {
-        Handler::SettleAfter(handler) => handler,
-        Handler::SettleBefore(handler) => {
-            // Closed only if the consumer task is gone, and then nothing else runs either.
-            let Ok(_permit) = running.acquire_owned().await else {
-                return;
-            };
-            return settle_then_run(&delivery.acker, message, queue, &handler, span).await;
-        }
-    };
     // The handler is called inside the span too: a closure may do work before its future.
-    let handled = std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| handler(message))));
+    let handled =
+        std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| (handler.0)(message))));
     let outcome = match handled {
         Ok(future) => AssertUnwindSafe(future)
             .catch_unwind()
@@ -495,47 +492,6 @@ async fn process(
             .inc();
     }
     settle(&delivery.acker, outcome).instrument(span).await;
-}
-
-/// Screens the message, settles it (reject if the screen refuses it, ack otherwise), then runs
-/// the work. A panic in the work is logged; the message is settled already, so it cannot loop.
-async fn settle_then_run(
-    acker: &Acker,
-    message: Delivery,
-    queue: String,
-    handler: &Arc<dyn Fn(Delivery) -> Option<BoxFuture<'static, ()>> + Send + Sync>,
-    span: tracing::Span,
-) {
-    let screened =
-        std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| handler(message))))
-            .unwrap_or_else(|_| {
-                tracing::error!(parent: &span, "message screen panicked; rejecting the message");
-                None
-            });
-    let Some(work) = screened else {
-        span.record(
-            "messaging.rabbitmq.outcome",
-            tracing::field::debug(Outcome::Reject),
-        );
-        rover_telemetry::metrics::dead_lettered()
-            .get_or_create(&rover_telemetry::metrics::QueueLabels { queue })
-            .inc();
-        settle(acker, Outcome::Reject).instrument(span).await;
-        return;
-    };
-    span.record(
-        "messaging.rabbitmq.outcome",
-        tracing::field::debug(Outcome::Ack),
-    );
-    settle(acker, Outcome::Ack).instrument(span.clone()).await;
-    if AssertUnwindSafe(work)
-        .catch_unwind()
-        .instrument(span.clone())
-        .await
-        .is_err()
-    {
-        tracing::error!(parent: &span, "message handler panicked after the message was settled");
-    }
 }
 
 async fn settle(acker: &Acker, outcome: Outcome) {

@@ -45,6 +45,7 @@
 
 mod broker;
 mod consume;
+mod direct;
 mod error;
 mod publish;
 mod rpc;

@@ -94,9 +94,9 @@ impl OutgoingMessage {
 /// A message converted for the wire, with the trace context injected.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    routing_key: ShortString,
-    properties: BasicProperties,
-    body: Vec<u8>,
+    pub(crate) routing_key: ShortString,
+    pub(crate) properties: BasicProperties,
+    pub(crate) body: Vec<u8>,
     pub(crate) mandatory: bool,
 }
 

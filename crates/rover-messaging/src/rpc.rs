@@ -23,7 +23,6 @@ use tokio::{
 use crate::{
     Broker, ConsumerHandle, ConsumerOptions, Delivery, MessagingError, OutgoingMessage,
     PublishError, RpcError,
-    consume::{Handler, Source, start},
     publish::{Prepared, SendError, confirmed, open_confirm_channel, start as start_publish},
     short,
 };
@@ -158,6 +157,9 @@ impl Broker {
     /// retries under the same call id ([`RpcClient::call`]) make each *call* at least once, and
     /// the handler must make a repeated call id harmless (the tool server's inbox). At most
     /// `prefetch` handlers run at once.
+    ///
+    /// The server has a connection of its own, driven by one task, to the broker's nodes in
+    /// turn: it does not cross threads per request (decision 0018).
     pub async fn serve_rpc<F, Fut>(
         &self,
         queue: &str,
@@ -168,78 +170,9 @@ impl Broker {
         F: Fn(Delivery) -> Option<Fut> + Send + Sync + 'static,
         Fut: Future<Output = Vec<u8>> + Send + 'static,
     {
-        let replies = ReplySender {
-            broker: self.clone(),
-            channel: Arc::default(),
-        };
-        let serve = Handler::SettleBefore(Arc::new(move |request: Delivery| {
-            let Some(reply_to) = request.reply_to.clone() else {
-                tracing::warn!(
-                    message_id = request.message_id.as_deref(),
-                    "rejecting an RPC request without reply_to"
-                );
-                return None;
-            };
-            let correlation_id = request.correlation_id.clone();
-            let work = handler(request)?;
-            let replies = replies.clone();
-            Some(
-                async move {
-                    let body = work.await;
-                    let mut reply = OutgoingMessage::new(body).transient();
-                    reply.correlation_id = correlation_id;
-                    if let Err(error) = replies.send(&reply_to, reply).await {
-                        // The caller's attempt times out and it asks again.
-                        tracing::warn!(%error, "could not publish the reply");
-                        return;
-                    }
-                    rover_settings::fault::point("toolserver.after-reply");
-                }
-                .boxed(),
-            )
-        }));
-        start(self, Source::Queue(queue.to_owned()), options, serve).await
-    }
-}
-
-/// Publishes RPC replies on a channel without publisher confirms: the caller receiving the
-/// reply is the only confirmation that matters, and a reply that is lost is asked for again.
-#[derive(Clone, Debug)]
-struct ReplySender {
-    broker: Broker,
-    channel: Arc<tokio::sync::Mutex<Option<Channel>>>,
-}
-
-impl ReplySender {
-    async fn send(&self, reply_to: &str, reply: OutgoingMessage) -> Result<(), PublishError> {
-        let mut prepared = Prepared::new(reply_to, reply)?;
-        // Not mandatory: RabbitMQ 3.10 answers a mandatory publish to a reply-to address with
-        // `basic.return` (NO_ROUTE) even when it delivers the reply, and a reply to a caller
-        // that is gone is dropped either way (the caller retries).
-        prepared.mandatory = false;
-        let channel = {
-            let mut slot = self.channel.lock().await;
-            match slot.as_ref().filter(|c| c.status().connected()) {
-                Some(channel) => channel.clone(),
-                None => {
-                    let (_, channel) = self.broker.open_channel().await?;
-                    *slot = Some(channel.clone());
-                    channel
-                }
-            }
-        };
-        // On a channel without confirms, the returned "confirm" is settled already.
-        drop(
-            start_publish(&channel, &ShortString::from(""), &prepared)
-                .await
-                .map_err(|error| match error {
-                    SendError::Failed(error) => error,
-                    SendError::Lost(error) => {
-                        PublishError::from(MessagingError::amqp("publish an RPC reply", error))
-                    }
-                })?,
-        );
-        Ok(())
+        let screen: crate::direct::Screen =
+            Arc::new(move |request: Delivery| handler(request).map(FutureExt::boxed));
+        crate::direct::start(self, queue, options, screen).await
     }
 }
 

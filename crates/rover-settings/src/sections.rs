@@ -158,7 +158,8 @@ pub struct RuntimeSettings {
     /// Threads that run the service's tasks: `0` — one per core, work-stealing between them
     /// (tokio's multi-threaded runtime); `1` — every task on the one thread that started the
     /// service (tokio's current-thread runtime: no hand-offs between threads); more — that many
-    /// work-stealing threads. RabbitMQ's client runs its own I/O thread in every case.
+    /// work-stealing threads. RabbitMQ's client (lapin) runs its own I/O thread in every case;
+    /// the tool server's RPC server has a connection of its own, read and written by a task.
     pub worker_threads: usize,
 }
 

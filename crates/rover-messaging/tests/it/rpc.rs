@@ -546,3 +546,54 @@ async fn a_request_nacked_every_time_fails_with_the_nack_well_before_its_deadlin
     assert_eq!(*client.nacks().borrow(), 3, "three re-sends, then the nack");
     assert!(began.elapsed() < deadline / 10, "{:?}", began.elapsed());
 }
+
+/// Requests that waited in the queue for a server reach it in the same read as its
+/// `basic.consume-ok`: the server takes them from what that read brought, not only from the
+/// reads after it (which, with the prefetch window full, would not come until a heartbeat).
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_that_waited_for_the_server_are_answered_as_soon_as_it_consumes() {
+    let app = spawn_app().await;
+    let client = app.broker.rpc_client(RpcOptions {
+        attempt_timeout: Duration::from_secs(10),
+        attempts: 1,
+    });
+    let exchange = app.topology.tools_exchange();
+    let calls = (0..5).map(|i| {
+        let (client, exchange) = (client.clone(), exchange.clone());
+        async move {
+            client
+                .call(&exchange, "echo", &format!("call-{i}"), vec![i])
+                .await
+        }
+    });
+    let calls = tokio::spawn(join_all(calls));
+    let queue = app.topology.tools_queue();
+    while within("inspect", app.broker.inspect_queue(&queue))
+        .await
+        .expect("inspects")
+        .messages
+        < 5
+    {
+        tokio::task::yield_now().await;
+    }
+    let options = ConsumerOptions {
+        prefetch: 5,
+        ..ConsumerOptions::default()
+    };
+    let _server = within(
+        "start server",
+        app.broker
+            .serve_rpc(&queue, options, |request| Some(async move { request.body })),
+    )
+    .await
+    .expect("serves");
+    for (i, reply) in within("five calls", calls)
+        .await
+        .expect("joined")
+        .into_iter()
+        .enumerate()
+    {
+        // Within the attempt's 10 s, so not after the broker's next heartbeat (60 s).
+        assert_eq!(reply.expect("replies"), vec![u8::try_from(i).unwrap()]);
+    }
+}
