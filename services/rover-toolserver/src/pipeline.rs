@@ -116,6 +116,17 @@ impl From<DomainError> for Failure {
     }
 }
 
+/// The level of a call's "tool call done" line: `info` for every call that changed data or did
+/// not succeed; `debug` for a read that succeeded, which the metrics count and the trace shows —
+/// formatting and writing its line was a sixth of the tool server's CPU per read (decision 0018).
+fn done_level(effect: Option<Effect>, outcome: ToolOutcome) -> tracing::Level {
+    if effect == Some(Effect::Read) && outcome == ToolOutcome::Ok {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    }
+}
+
 /// An RPC tool the server knows, with its compiled argument schema.
 struct RpcTool {
     contract: &'static ToolContract,
@@ -312,13 +323,16 @@ impl Pipeline {
         .instrument(span.clone())
         .await;
         span.record("rover.tool.outcome", reply.outcome.as_str());
-        tracing::info!(parent: &span, outcome = reply.outcome.as_str(), "tool call done");
+        let tool = self.tools.get(call.event.as_str());
+        if done_level(tool.map(|tool| tool.contract.effect), reply.outcome) == tracing::Level::INFO
+        {
+            tracing::info!(parent: &span, outcome = reply.outcome.as_str(), "tool call done");
+        } else {
+            tracing::debug!(parent: &span, outcome = reply.outcome.as_str(), "tool call done");
+        }
         if let Some(metrics) = &self.metrics {
             // Only registered events become label values: a caller cannot mint new series.
-            let event = self
-                .tools
-                .get(call.event.as_str())
-                .map_or("unknown", |tool| tool.event);
+            let event = tool.map_or("unknown", |tool| tool.event);
             metrics.observe(event, reply.outcome.as_str(), started.elapsed());
         }
         reply
@@ -612,3 +626,43 @@ fn truncate(text: &str) -> String {
 
 #[cfg(test)]
 mod fuzz;
+
+#[cfg(test)]
+mod log_level {
+    use rover_contracts::tools::Effect;
+    use rover_contracts::wire::ToolOutcome;
+    use tracing::Level;
+
+    use super::done_level;
+
+    #[test]
+    fn only_a_read_that_succeeded_is_logged_below_info() {
+        assert_eq!(
+            done_level(Some(Effect::Read), ToolOutcome::Ok),
+            Level::DEBUG
+        );
+        assert_eq!(
+            done_level(Some(Effect::Write), ToolOutcome::Ok),
+            Level::INFO
+        );
+        for outcome in [
+            ToolOutcome::Denied,
+            ToolOutcome::Invalid,
+            ToolOutcome::NotFound,
+            ToolOutcome::Error,
+            ToolOutcome::ApprovalRequired,
+        ] {
+            assert_eq!(
+                done_level(Some(Effect::Read), outcome),
+                Level::INFO,
+                "{outcome:?}"
+            );
+            assert_eq!(
+                done_level(Some(Effect::Write), outcome),
+                Level::INFO,
+                "{outcome:?}"
+            );
+        }
+        assert_eq!(done_level(None, ToolOutcome::Invalid), Level::INFO);
+    }
+}
