@@ -135,9 +135,9 @@ impl Default for ConsumerOptions {
 /// background, in the same way.
 #[derive(Debug)]
 pub struct ConsumerHandle {
-    pub(crate) stop: watch::Sender<bool>,
-    pub(crate) subscriptions: watch::Receiver<u64>,
-    pub(crate) task: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
+    subscriptions: watch::Receiver<u64>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl ConsumerHandle {
@@ -312,18 +312,32 @@ pub(crate) async fn start(
         )
         .instrument(span),
     );
-    let timeout = broker.options().operation_timeout;
-    match tokio::time::timeout(timeout, ready_rx).await {
-        Ok(Ok(Ok(()))) => Ok(ConsumerHandle {
-            stop,
-            subscriptions,
-            task,
-        }),
-        Ok(Ok(Err(error))) => Err(error),
-        // The task ended without a word: only possible if it panicked.
-        Ok(Err(_)) => Err(MessagingError::Closed),
-        // Dropping `stop` ends the task.
-        Err(_) => Err(MessagingError::NotConnected(timeout)),
+    ConsumerHandle::once_ready(broker, stop, subscriptions, task, ready_rx).await
+}
+
+impl ConsumerHandle {
+    /// The handle of a consumer task, once it says it subscribed — or its error — within the
+    /// broker's operation timeout.
+    pub(crate) async fn once_ready(
+        broker: &Broker,
+        stop: watch::Sender<bool>,
+        subscriptions: watch::Receiver<u64>,
+        task: tokio::task::JoinHandle<()>,
+        ready: oneshot::Receiver<Result<(), MessagingError>>,
+    ) -> Result<ConsumerHandle, MessagingError> {
+        let timeout = broker.options().operation_timeout;
+        match tokio::time::timeout(timeout, ready).await {
+            Ok(Ok(Ok(()))) => Ok(ConsumerHandle {
+                stop,
+                subscriptions,
+                task,
+            }),
+            Ok(Ok(Err(error))) => Err(error),
+            // The task ended without a word: only possible if it panicked.
+            Ok(Err(_)) => Err(MessagingError::Closed),
+            // Dropping `stop` ends the task.
+            Err(_) => Err(MessagingError::NotConnected(timeout)),
+        }
     }
 }
 

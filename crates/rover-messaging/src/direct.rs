@@ -464,17 +464,7 @@ pub(crate) async fn start(
     };
     let span = tracing::info_span!(parent: None, "rover.messaging.consumer", source = %queue);
     let task = tokio::spawn(server.run(stop_rx, ready, subscribed).instrument(span));
-    let timeout = broker.options().operation_timeout;
-    match tokio::time::timeout(timeout, ready_rx).await {
-        Ok(Ok(Ok(()))) => Ok(ConsumerHandle {
-            stop,
-            subscriptions,
-            task,
-        }),
-        Ok(Ok(Err(error))) => Err(error),
-        Ok(Err(_)) => Err(MessagingError::Closed),
-        Err(_) => Err(MessagingError::NotConnected(timeout)),
-    }
+    ConsumerHandle::once_ready(broker, stop, subscriptions, task, ready_rx).await
 }
 
 impl Server {

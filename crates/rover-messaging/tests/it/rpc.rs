@@ -329,6 +329,23 @@ async fn a_request_the_server_cannot_read_is_dead_lettered_unrun() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// `count` concurrent calls `call-<i>` with the body `[i]`, running in a task of their own.
+fn spawn_calls(
+    client: &rover_messaging::RpcClient,
+    exchange: &str,
+    count: u8,
+) -> tokio::task::JoinHandle<Vec<Result<Vec<u8>, RpcError>>> {
+    let calls = (0..count).map(|i| {
+        let (client, exchange) = (client.clone(), exchange.to_owned());
+        async move {
+            client
+                .call(&exchange, "echo", &format!("call-{i}"), vec![i])
+                .await
+        }
+    });
+    tokio::spawn(join_all(calls))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn at_most_prefetch_requests_run_at_once_though_each_is_settled_before_it_runs() {
     let app = spawn_app().await;
@@ -359,16 +376,7 @@ async fn at_most_prefetch_requests_run_at_once_though_each_is_settled_before_it_
         attempt_timeout: Duration::from_secs(10),
         attempts: 1,
     });
-    let exchange = app.topology.tools_exchange();
-    let calls = (0..6).map(|i| {
-        let (client, exchange) = (client.clone(), exchange.clone());
-        async move {
-            client
-                .call(&exchange, "echo", &format!("call-{i}"), vec![i])
-                .await
-        }
-    });
-    let calls = tokio::spawn(join_all(calls));
+    let calls = spawn_calls(&client, &app.topology.tools_exchange(), 6);
     // Release one handler at a time until every call has its reply.
     while !calls.is_finished() {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -557,16 +565,7 @@ async fn requests_that_waited_for_the_server_are_answered_as_soon_as_it_consumes
         attempt_timeout: Duration::from_secs(10),
         attempts: 1,
     });
-    let exchange = app.topology.tools_exchange();
-    let calls = (0..5).map(|i| {
-        let (client, exchange) = (client.clone(), exchange.clone());
-        async move {
-            client
-                .call(&exchange, "echo", &format!("call-{i}"), vec![i])
-                .await
-        }
-    });
-    let calls = tokio::spawn(join_all(calls));
+    let calls = spawn_calls(&client, &app.topology.tools_exchange(), 5);
     let queue = app.topology.tools_queue();
     while within("inspect", app.broker.inspect_queue(&queue))
         .await
