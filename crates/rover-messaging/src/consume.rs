@@ -341,6 +341,22 @@ impl ConsumerHandle {
     }
 }
 
+/// Says a consumer subscribed: counts it, and tells whoever waits for the first time, or logs
+/// that it is back.
+pub(crate) fn announce(
+    subscriptions: &watch::Sender<u64>,
+    ready: &mut Option<oneshot::Sender<Result<(), MessagingError>>>,
+    queue: &str,
+) {
+    subscriptions.send_modify(|count| *count += 1);
+    match ready.take() {
+        Some(ready) => {
+            let _ = ready.send(Ok(()));
+        }
+        None => tracing::info!(queue, "consumer subscribed again"),
+    }
+}
+
 /// Completes when the handle asks the consumer to stop or is dropped.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
@@ -387,13 +403,7 @@ async fn run(
                 continue;
             }
         };
-        subscriptions.send_modify(|count| *count += 1);
-        match ready.take() {
-            Some(ready) => {
-                let _ = ready.send(Ok(()));
-            }
-            None => tracing::info!(queue, "consumer subscribed again"),
-        }
+        announce(&subscriptions, &mut ready, &queue);
         backoff.reset();
         loop {
             tokio::select! {

@@ -500,13 +500,7 @@ impl Server {
                     continue;
                 }
             };
-            subscriptions.send_modify(|count| *count += 1);
-            match ready.take() {
-                Some(ready) => {
-                    let _ = ready.send(Ok(()));
-                }
-                None => tracing::info!(queue = %self.queue, "consumer subscribed again"),
-            }
+            crate::consume::announce(&subscriptions, &mut ready, &self.queue);
             backoff.reset();
             match self.serve(conn, tag, &mut stop, &mut closed).await {
                 Ended::Stopped => return,
