@@ -289,11 +289,7 @@ pub(crate) async fn start(
     // A named queue's dead-letter count starts at 0, so the first message dead-lettered is an
     // increase an alert sees (subscription queues, named by the broker, are counted when one is).
     if let Source::Queue(queue) = &source {
-        drop(rover_telemetry::metrics::dead_lettered().get_or_create(
-            &rover_telemetry::metrics::QueueLabels {
-                queue: queue.clone(),
-            },
-        ));
+        count_dead_letters(queue, 0);
     }
     let (stop, stop_rx) = watch::channel(false);
     let (subscribed, subscriptions) = watch::channel(0);
@@ -339,6 +335,17 @@ impl ConsumerHandle {
             Err(_) => Err(MessagingError::NotConnected(timeout)),
         }
     }
+}
+
+/// Adds `rejected` to `queue`'s dead-letter count (`rover_messages_dead_lettered_total`); with
+/// 0, makes the series exist at 0, so the first message dead-lettered is an increase an alert
+/// sees.
+pub(crate) fn count_dead_letters(queue: &str, rejected: u64) {
+    rover_telemetry::metrics::dead_lettered()
+        .get_or_create(&rover_telemetry::metrics::QueueLabels {
+            queue: queue.to_owned(),
+        })
+        .inc_by(rejected);
 }
 
 /// Says a consumer subscribed: counts it, and tells whoever waits for the first time, or logs
@@ -511,9 +518,7 @@ async fn process(delivery: lapin::message::Delivery, queue: String, handler: Han
     });
     span.record("messaging.rabbitmq.outcome", tracing::field::debug(outcome));
     if outcome == Outcome::Reject {
-        rover_telemetry::metrics::dead_lettered()
-            .get_or_create(&rover_telemetry::metrics::QueueLabels { queue })
-            .inc();
+        count_dead_letters(&queue, 1);
     }
     settle(&delivery.acker, outcome).instrument(span).await;
 }

@@ -442,12 +442,7 @@ pub(crate) async fn start(
     options: ConsumerOptions,
     screen: Screen,
 ) -> Result<ConsumerHandle, MessagingError> {
-    // The dead-letter count of the queue starts at 0, so the first rejection is an increase.
-    drop(rover_telemetry::metrics::dead_lettered().get_or_create(
-        &rover_telemetry::metrics::QueueLabels {
-            queue: queue.to_owned(),
-        },
-    ));
+    crate::consume::count_dead_letters(queue, 0);
     let nodes = crate::broker::nodes(broker.options())?;
     let current = crate::broker::spread(nodes.len());
     let (stop, stop_rx) = watch::channel(false);
@@ -775,11 +770,7 @@ impl Server {
                 "messaging.rabbitmq.outcome",
                 tracing::field::debug(crate::Outcome::Reject),
             );
-            rover_telemetry::metrics::dead_lettered()
-                .get_or_create(&rover_telemetry::metrics::QueueLabels {
-                    queue: self.queue.clone(),
-                })
-                .inc();
+            crate::consume::count_dead_letters(&self.queue, 1);
             conn.settle(deliver.delivery_tag, false);
             return None;
         };
