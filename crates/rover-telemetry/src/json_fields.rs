@@ -1,28 +1,50 @@
-//! A span's fields in the JSON log lines: written as `tracing-subscriber`'s `JsonFields` writes
-//! them, but a field recorded on a span after it opened is appended to the span's JSON object
-//! instead of the whole object being parsed and written again.
+//! A span's fields in the JSON log lines, as `tracing-subscriber`'s `JsonFields` writes them, at a
+//! fraction of the cost:
 //!
-//! `JsonFields` parses and re-serialises a span's fields on every `Span::record` (its own comment
-//! calls it "far from efficient"), and Rover's spans record as they go — the tool, the outcome,
-//! the permission rule — several times per tool call: in the tool server at load that was 6% of
-//! its CPU. Appending leaves a key twice when a field is recorded twice; the JSON formatter reads
-//! the object back into a map when it writes an event's `span`, where the later value wins — as
-//! with `JsonFields`. The log lines are the same.
+//! - **Written straight out.** `JsonFields` collects a span's fields into a map of
+//!   `serde_json::Value`s, each value a `String` of its own, then serialises the map. Every span
+//!   is formatted as it opens, whether or not a line is ever logged inside it — in the tool
+//!   server, four spans per read that logs nothing. Here each field is escaped straight into the
+//!   span's text as it is visited: no map, no value, one allocation (the text).
+//! - **Appended.** A field recorded on a span after it opened is appended to the span's JSON
+//!   object instead of the whole object being parsed and written again (`JsonFields` does that on
+//!   every `Span::record`, "far from efficient" in its own words; in the tool server at load that
+//!   was 6% of its CPU). A key recorded twice is then in the text twice; the JSON formatter reads
+//!   the object back into a map when it writes an event's `span`, where the later value wins — as
+//!   with `JsonFields`.
+//!
+//! The log lines are the same as `JsonFields`' (the tests compare them): strings and `Debug`
+//! values as JSON strings escaped as `serde_json` escapes them, numbers and booleans as JSON,
+//! a non-finite float as `null`, bytes as an array of numbers, `r#` dropped from a raw name, and
+//! `log.` fields (a `log` record's metadata, logged by the formatter itself) skipped.
 
 use std::fmt;
 
+use std::fmt::Write as _;
+
+use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::FormattedFields;
-use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::format::Writer;
 
 /// The JSON logs' span-field formatter (see the module's documentation).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct AppendingJsonFields;
 
 impl<'writer> FormatFields<'writer> for AppendingJsonFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        JsonFields::new().format_fields(writer, fields)
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> fmt::Result {
+        let mut object = JsonObject {
+            out: &mut writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut object);
+        object.finish()
     }
 
     fn add_fields(
@@ -31,9 +53,141 @@ impl<'writer> FormatFields<'writer> for AppendingJsonFields {
         fields: &tracing::span::Record<'_>,
     ) -> fmt::Result {
         let mut added = String::new();
-        JsonFields::new().format_fields(Writer::new(&mut added), fields)?;
+        self.format_fields(Writer::new(&mut added), fields)?;
         append(&mut current.fields, &added);
         Ok(())
+    }
+}
+
+/// A JSON object written member by member as a span's fields are visited.
+struct JsonObject<'a, W: fmt::Write> {
+    out: &'a mut W,
+    first: bool,
+    /// The first write that failed; later fields are not written.
+    result: fmt::Result,
+}
+
+impl<W: fmt::Write> JsonObject<'_, W> {
+    /// Writes `"name":` and then the value `write` writes, unless a write failed before.
+    fn member(&mut self, name: &str, write: impl FnOnce(&mut W) -> fmt::Result) {
+        if self.result.is_err() {
+            return;
+        }
+        let separator = if self.first { "{" } else { "," };
+        self.first = false;
+        self.result = self
+            .out
+            .write_str(separator)
+            .and_then(|()| write_string(self.out, name))
+            .and_then(|()| self.out.write_char(':'))
+            .and_then(|()| write(self.out));
+    }
+
+    fn finish(self) -> fmt::Result {
+        self.result?;
+        self.out.write_str(if self.first { "{}" } else { "}" })
+    }
+}
+
+impl<W: fmt::Write> Visit for JsonObject<'_, W> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        // `serde_json`'s number: shortest round-trip digits; `null` when not finite.
+        self.member(field.name(), |out| {
+            write!(out, "{}", serde_json::Value::from(value))
+        });
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.member(field.name(), |out| write!(out, "{value}"));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.member(field.name(), |out| write!(out, "{value}"));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.member(field.name(), |out| write!(out, "{value}"));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.member(field.name(), |out| write_string(out, value));
+    }
+
+    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
+        self.member(field.name(), |out| {
+            out.write_char('[')?;
+            for (i, byte) in value.iter().enumerate() {
+                if i > 0 {
+                    out.write_char(',')?;
+                }
+                write!(out, "{byte}")?;
+            }
+            out.write_char(']')
+        });
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        if name.starts_with("log.") {
+            return;
+        }
+        let name = name.strip_prefix("r#").unwrap_or(name);
+        self.member(name, |out| {
+            out.write_char('"')?;
+            write!(Escaping(out), "{value:?}")?;
+            out.write_char('"')
+        });
+    }
+}
+
+/// `text` as a JSON string.
+fn write_string(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
+    out.write_char('"')?;
+    Escaping(out).write_str(text)?;
+    out.write_char('"')
+}
+
+/// Whether `byte` is escaped inside a JSON string.
+const fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// Writes what it is given escaped for the inside of a JSON string, as `serde_json` escapes it:
+/// `"`, `\\` and the control characters below U+0020, nothing else.
+struct Escaping<'a, W: fmt::Write>(&'a mut W);
+
+impl<W: fmt::Write> fmt::Write for Escaping<'_, W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        // Most text needs no escape at all: one pass to find out (without stopping early, so the
+        // compiler checks many bytes at a time), then one write.
+        if !text
+            .bytes()
+            .fold(false, |any, byte| any | needs_escape(byte))
+        {
+            return self.0.write_str(text);
+        }
+        let mut plain = 0;
+        for (at, byte) in text.bytes().enumerate() {
+            let escape = match byte {
+                b'"' => "\\\"",
+                b'\\' => "\\\\",
+                b'\n' => "\\n",
+                b'\r' => "\\r",
+                b'\t' => "\\t",
+                0x08 => "\\b",
+                0x0c => "\\f",
+                0x00..=0x1f => "",
+                _ => continue,
+            };
+            self.0.write_str(&text[plain..at])?;
+            if escape.is_empty() {
+                write!(self.0, "\\u{byte:04x}")?;
+            } else {
+                self.0.write_str(escape)?;
+            }
+            plain = at + 1;
+        }
+        self.0.write_str(&text[plain..])
     }
 }
 
@@ -65,6 +219,9 @@ mod tests {
 
     use serde_json::{Value, json};
     use tracing_subscriber::layer::SubscriberExt as _;
+
+    use tracing_subscriber::fmt::FormatFields;
+    use tracing_subscriber::fmt::format::JsonFields;
 
     use super::{AppendingJsonFields, append};
 
@@ -101,9 +258,12 @@ mod tests {
         }
     }
 
-    /// The `span` object of the one JSON line an event inside a span that recorded as it went
-    /// logs, through the JSON layer as the services configure it.
-    fn logged_span() -> Value {
+    /// The one JSON line `log` logs through the JSON layer as the services configure it, with
+    /// `fields` formatting the spans' fields.
+    fn logged_line<N>(fields: N, log: impl FnOnce()) -> Value
+    where
+        N: for<'w> FormatFields<'w> + Send + Sync + 'static,
+    {
         let lines = Lines::default();
         let writer = lines.clone();
         let layer = tracing_subscriber::fmt::layer()
@@ -111,10 +271,23 @@ mod tests {
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .fmt_fields(AppendingJsonFields)
+            .without_time()
+            .fmt_fields(fields)
             .with_writer(move || writer.clone());
         let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(subscriber, log);
+        let bytes = lines
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        serde_json::from_slice(&bytes).expect("one JSON line")
+    }
+
+    /// The `span` object of the one JSON line an event inside a span that recorded as it went
+    /// logs.
+    fn logged_span() -> Value {
+        let line = logged_line(AppendingJsonFields, || {
             let span = tracing::info_span!(
                 "call",
                 id = "c-1",
@@ -128,13 +301,112 @@ mod tests {
             span.record("outcome", "ok");
             tracing::info!(parent: &span, "done");
         });
+        line["span"].clone()
+    }
+
+    /// A span with a field of every kind the formatter writes, some recorded after it opened, and
+    /// an event inside it.
+    fn every_kind_of_field() {
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct Call {
+            id: &'static str,
+            note: &'static str,
+        }
+        let r#type = "raw name";
+        let span = tracing::info_span!(
+            "call",
+            text = "tab\t newline\n quote\" backslash\\ bell\u{7} nul\u{0} é ✓ 🦀",
+            number = -42_i64,
+            count = 7_u64,
+            wide = 1_u128 << 100,
+            yes = true,
+            ratio = 0.1_f64,
+            whole = 3.0_f64,
+            not_a_number = f64::NAN,
+            infinite = f64::INFINITY,
+            debug = ?Call { id: "c-1", note: "line\nbreak \u{1f}" },
+            display = %"shown } as { text",
+            bytes = tracing::field::debug(&[0_u8, 255]),
+            r#type,
+            later = tracing::field::Empty,
+        );
+        span.record("later", "recorded \"after\"");
+        span.record("yes", false);
+        let error = std::io::Error::other("disk \"full\"");
+        tracing::info!(
+            parent: &span,
+            error = &error as &dyn std::error::Error,
+            "done"
+        );
+    }
+
+    #[test]
+    fn every_kind_of_field_is_logged_as_json_fields_logs_it() {
+        let ours = logged_line(AppendingJsonFields, every_kind_of_field);
+        let theirs = logged_line(JsonFields::new(), every_kind_of_field);
+        assert_eq!(ours, theirs);
+        assert_eq!(ours["span"]["later"], "recorded \"after\"");
+        assert_eq!(ours["span"]["yes"], false);
+        assert_eq!(ours["span"]["type"], "raw name");
+        assert_eq!(ours["span"]["not_a_number"], Value::Null);
+    }
+
+    /// A span with no fields and one with bytes, an event in each.
+    fn no_fields_and_bytes() {
+        let empty = tracing::info_span!("empty");
+        tracing::info!(parent: &empty, "in the empty span");
+        let bytes: &[u8] = &[0, 1, 255];
+        let with_bytes = tracing::info_span!("bytes", payload = bytes);
+        tracing::info!(parent: &with_bytes, "in the bytes span");
+    }
+
+    #[test]
+    fn a_span_with_no_fields_and_one_with_bytes_are_logged_as_json_fields_logs_them() {
+        let lines = |fields| {
+            let mut text = Vec::new();
+            no_fields_and_bytes_into(&mut text, fields);
+            text
+        };
+        let (ours, theirs) = (lines(true), lines(false));
+        assert_eq!(ours, theirs);
+        assert_eq!(ours[0]["span"], json!({"name": "empty"}));
+        assert_eq!(
+            ours[1]["span"],
+            json!({"name": "bytes", "payload": [0, 1, 255]})
+        );
+    }
+
+    /// The lines [`no_fields_and_bytes`] logs, with [`AppendingJsonFields`] or `JsonFields`.
+    fn no_fields_and_bytes_into(into: &mut Vec<Value>, ours: bool) {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .without_time()
+            .with_writer(move || writer.clone());
+        if ours {
+            let subscriber =
+                tracing_subscriber::registry().with(layer.fmt_fields(AppendingJsonFields));
+            tracing::subscriber::with_default(subscriber, no_fields_and_bytes);
+        } else {
+            let subscriber =
+                tracing_subscriber::registry().with(layer.fmt_fields(JsonFields::new()));
+            tracing::subscriber::with_default(subscriber, no_fields_and_bytes);
+        }
         let bytes = lines
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let line: Value = serde_json::from_slice(&bytes).expect("one JSON line");
-        line["span"].clone()
+        into.extend(
+            serde_json::Deserializer::from_slice(&bytes)
+                .into_iter::<Value>()
+                .map(|line| line.expect("JSON lines")),
+        );
     }
 
     #[test]
