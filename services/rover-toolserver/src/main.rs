@@ -2,6 +2,9 @@
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Rover's tool server: consumes tool RPCs and runs the secure execute() pipeline.
 ///
 /// Settings are layered: defaults, then the TOML file given with --config, then ROVER_… environment
