@@ -258,9 +258,9 @@ mod tests {
         }
     }
 
-    /// The one JSON line `log` logs through the JSON layer as the services configure it, with
+    /// The JSON lines `log` logs through the JSON layer as the services configure it, with
     /// `fields` formatting the spans' fields.
-    fn logged_line<N>(fields: N, log: impl FnOnce()) -> Value
+    fn logged_lines<N>(fields: N, log: impl FnOnce()) -> Vec<Value>
     where
         N: for<'w> FormatFields<'w> + Send + Sync + 'static,
     {
@@ -281,7 +281,20 @@ mod tests {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        serde_json::from_slice(&bytes).expect("one JSON line")
+        serde_json::Deserializer::from_slice(&bytes)
+            .into_iter::<Value>()
+            .map(|line| line.expect("JSON lines"))
+            .collect()
+    }
+
+    /// The one JSON line `log` logs (see [`logged_lines`]).
+    fn logged_line<N>(fields: N, log: impl FnOnce()) -> Value
+    where
+        N: for<'w> FormatFields<'w> + Send + Sync + 'static,
+    {
+        let mut lines = logged_lines(fields, log);
+        assert_eq!(lines.len(), 1, "one line: {lines:?}");
+        lines.remove(0)
     }
 
     /// The `span` object of the one JSON line an event inside a span that recorded as it went
@@ -363,49 +376,13 @@ mod tests {
 
     #[test]
     fn a_span_with_no_fields_and_one_with_bytes_are_logged_as_json_fields_logs_them() {
-        let lines = |fields| {
-            let mut text = Vec::new();
-            no_fields_and_bytes_into(&mut text, fields);
-            text
-        };
-        let (ours, theirs) = (lines(true), lines(false));
+        let ours = logged_lines(AppendingJsonFields, no_fields_and_bytes);
+        let theirs = logged_lines(JsonFields::new(), no_fields_and_bytes);
         assert_eq!(ours, theirs);
         assert_eq!(ours[0]["span"], json!({"name": "empty"}));
         assert_eq!(
             ours[1]["span"],
             json!({"name": "bytes", "payload": [0, 1, 255]})
-        );
-    }
-
-    /// The lines [`no_fields_and_bytes`] logs, with [`AppendingJsonFields`] or `JsonFields`.
-    fn no_fields_and_bytes_into(into: &mut Vec<Value>, ours: bool) {
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let layer = tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .without_time()
-            .with_writer(move || writer.clone());
-        if ours {
-            let subscriber =
-                tracing_subscriber::registry().with(layer.fmt_fields(AppendingJsonFields));
-            tracing::subscriber::with_default(subscriber, no_fields_and_bytes);
-        } else {
-            let subscriber =
-                tracing_subscriber::registry().with(layer.fmt_fields(JsonFields::new()));
-            tracing::subscriber::with_default(subscriber, no_fields_and_bytes);
-        }
-        let bytes = lines
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        into.extend(
-            serde_json::Deserializer::from_slice(&bytes)
-                .into_iter::<Value>()
-                .map(|line| line.expect("JSON lines")),
         );
     }
 
