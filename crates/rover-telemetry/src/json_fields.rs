@@ -4,7 +4,7 @@
 //! - **Written straight out.** `JsonFields` collects a span's fields into a map of
 //!   `serde_json::Value`s, each value a `String` of its own, then serialises the map. Every span
 //!   is formatted as it opens, whether or not a line is ever logged inside it — in the tool
-//!   server, four spans per read that logs nothing. Here each field is escaped straight into the
+//!   server, five spans per read that logs nothing. Here each field is escaped straight into the
 //!   span's text as it is visited: no map, no value, one allocation (the text).
 //! - **Appended.** A field recorded on a span after it opened is appended to the span's JSON
 //!   object instead of the whole object being parsed and written again (`JsonFields` does that on
@@ -18,9 +18,7 @@
 //! a non-finite float as `null`, bytes as an array of numbers, `r#` dropped from a raw name, and
 //! `log.` fields (a `log` record's metadata, logged by the formatter itself) skipped.
 
-use std::fmt;
-
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
