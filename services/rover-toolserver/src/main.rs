@@ -2,6 +2,8 @@
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's allocator: with the span-field change, a quarter fewer instructions
+/// per tool call, for about 18 MB more resident (decision 0019).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
