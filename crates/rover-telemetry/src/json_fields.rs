@@ -36,13 +36,18 @@ impl<'writer> FormatFields<'writer> for AppendingJsonFields {
         mut writer: Writer<'writer>,
         fields: R,
     ) -> fmt::Result {
-        let mut object = JsonObject {
-            out: &mut writer,
-            first: true,
-            result: Ok(()),
-        };
-        fields.record(&mut object);
-        object.finish()
+        // The span's text is written whole into `writer` (a new span's empty `String`), so it is
+        // allocated once at its size instead of grown from nothing field by field; the fields are
+        // written first into this thread's scratch text, whose room is kept from span to span.
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut text) => {
+                text.clear();
+                write_object(&mut *text, fields)?;
+                writer.write_str(&text)
+            }
+            // A field's `Debug` opened a span while this one was being written: no scratch.
+            Err(_) => write_object(&mut writer, fields),
+        })
     }
 
     fn add_fields(
@@ -50,11 +55,41 @@ impl<'writer> FormatFields<'writer> for AppendingJsonFields {
         current: &'writer mut FormattedFields<Self>,
         fields: &tracing::span::Record<'_>,
     ) -> fmt::Result {
-        let mut added = String::new();
-        self.format_fields(Writer::new(&mut added), fields)?;
-        append(&mut current.fields, &added);
-        Ok(())
+        let object = &mut current.fields;
+        if object.len() > 2 && object.ends_with('}') {
+            // Members of their own: written over the closing brace, which then closes them too.
+            object.pop();
+            let mut members = JsonObject {
+                out: &mut *object,
+                first: false,
+                result: Ok(()),
+            };
+            fields.record(&mut members);
+            let written = members.result;
+            object.push('}');
+            written
+        } else {
+            object.clear();
+            write_object(object, fields)
+        }
     }
+}
+
+thread_local! {
+    /// Where [`AppendingJsonFields`] writes a new span's fields before they are copied once into
+    /// the span's text.
+    static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// `fields` as one JSON object onto `out`.
+fn write_object(out: &mut impl fmt::Write, fields: impl RecordFields) -> fmt::Result {
+    let mut object = JsonObject {
+        out,
+        first: true,
+        result: Ok(()),
+    };
+    fields.record(&mut object);
+    object.finish()
 }
 
 /// A JSON object written member by member as a span's fields are visited.
@@ -189,27 +224,6 @@ impl<W: fmt::Write> fmt::Write for Escaping<'_, W> {
     }
 }
 
-/// Appends the members of the JSON object `added` to the JSON object `object` (either may be
-/// empty text or `{}`).
-fn append(object: &mut String, added: &str) {
-    let Some(new) = added
-        .strip_prefix('{')
-        .and_then(|rest| rest.strip_suffix('}'))
-        .filter(|new| !new.is_empty())
-    else {
-        return;
-    };
-    if object.len() > 2 && object.ends_with('}') {
-        object.pop();
-        object.push(',');
-        object.push_str(new);
-        object.push('}');
-    } else {
-        object.clear();
-        object.push_str(added);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::io;
@@ -221,23 +235,7 @@ mod tests {
     use tracing_subscriber::fmt::FormatFields;
     use tracing_subscriber::fmt::format::JsonFields;
 
-    use super::{AppendingJsonFields, append};
-
-    #[test]
-    fn members_are_appended_to_an_object_and_nothing_is_lost() {
-        let mut object = String::new();
-        append(&mut object, "{}");
-        assert_eq!(object, "");
-        append(&mut object, r#"{"a":1}"#);
-        assert_eq!(object, r#"{"a":1}"#);
-        append(&mut object, "{}");
-        assert_eq!(object, r#"{"a":1}"#);
-        append(&mut object, r#"{"b":"x}","c":true}"#);
-        assert_eq!(object, r#"{"a":1,"b":"x}","c":true}"#);
-        let mut empty = "{}".to_owned();
-        append(&mut empty, r#"{"d":null}"#);
-        assert_eq!(empty, r#"{"d":null}"#);
-    }
+    use super::AppendingJsonFields;
 
     #[derive(Clone, Default)]
     struct Lines(Arc<Mutex<Vec<u8>>>);
@@ -395,6 +393,46 @@ mod tests {
                 "outcome": "ok",
                 "note": "quote \" and brace }",
             })
+        );
+    }
+
+    /// A span whose fields all come after it opens, and one whose field's `Debug` opens a span
+    /// while the span is being written (so the scratch text is in use), an event in each.
+    fn fields_recorded_later_and_a_span_opened_while_writing() {
+        struct Opens;
+        impl std::fmt::Debug for Opens {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let _inner = tracing::info_span!("inner", c = "y");
+                f.write_str("opened")
+            }
+        }
+        let later = tracing::info_span!(
+            "later",
+            a = tracing::field::Empty,
+            b = tracing::field::Empty
+        );
+        later.record("a", 1_i64);
+        later.record("b", "x}");
+        tracing::info!(parent: &later, "in the later span");
+        let outer = tracing::info_span!("outer", d = ?Opens, e = "z");
+        tracing::info!(parent: &outer, "in the outer span");
+    }
+
+    #[test]
+    fn fields_recorded_later_and_a_span_opened_while_writing_are_logged_as_json_fields_logs_them() {
+        let ours = logged_lines(
+            AppendingJsonFields,
+            fields_recorded_later_and_a_span_opened_while_writing,
+        );
+        let theirs = logged_lines(
+            JsonFields::new(),
+            fields_recorded_later_and_a_span_opened_while_writing,
+        );
+        assert_eq!(ours, theirs);
+        assert_eq!(ours[0]["span"], json!({"name": "later", "a": 1, "b": "x}"}));
+        assert_eq!(
+            ours[1]["span"],
+            json!({"name": "outer", "d": "opened", "e": "z"})
         );
     }
 }
