@@ -91,8 +91,14 @@ pub fn encode<M: WireMessage>(message: &M) -> Vec<u8> {
         kind: M::KIND,
         body: message,
     };
+    // Room for a typical message from the start, rather than growing from a few bytes by
+    // doubling (a tool reply of a few kilobytes was copied nine times on the way).
+    let mut bytes = Vec::with_capacity(1024);
     // Wire types are plain data with string keys: serialising them cannot fail.
-    serde_json::to_vec(&frame).unwrap_or_default()
+    match serde_json::to_writer(&mut bytes, &frame) {
+        Ok(()) => bytes,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Reads a framed message, refusing other kinds and versions with a clear error.
