@@ -274,7 +274,10 @@ impl<T> std::fmt::Debug for OneTripRead<T> {
 /// next call) or reports the missing school; the read's query is not run.
 ///
 /// A connection found dead on this first use is replaced once, as in [`begin_call`].
-#[tracing::instrument(skip_all, fields(db.system.name = "postgresql", school_id = %school_id))]
+///
+/// It opens no span of its own: its one caller's span (the tool server's
+/// `rover.toolserver.one_trip`) times exactly this statement with the same fields, and every span
+/// costs the tool server a share of each read (decision 0020).
 pub async fn read_in_one_trip<T>(
     pool: &impl Connections,
     school_id: SchoolId,

@@ -26,11 +26,12 @@ use std::sync::Arc;
 
 use rover_contracts::AgentToolResult;
 use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdentity};
+use rover_contracts::ids::SchoolId;
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
 use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
 use rover_domain::audit::AuditEntry;
 use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call};
-use rover_domain::policy::{self, Refusal};
+use rover_domain::policy::{self, Authorizer, Refusal};
 use rover_domain::pool::CallPool;
 use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
@@ -159,36 +160,28 @@ fn compile_tools() -> HashMap<&'static str, RpcTool> {
         .collect()
 }
 
-/// A school's policy rows and role assignments as last read, with the policy version they are.
-type PolicyRows = (
-    Vec<rover_domain::policy::PolicyRow>,
-    Vec<rover_domain::policy::RoleAssignment>,
-);
-
-/// The policy rows each school's calls last read, by school, with their version: a call reads
-/// the rows again only when the school's version moved (`rover_domain::call::begin_call`).
+/// The policy each school's calls last read — an [`Authorizer`] built from its rows — by school,
+/// with its version: a call reads the rows again, and builds again, only when the school's version
+/// moved (`rover_domain::call::begin_call`).
 #[derive(Default)]
-struct Policies(std::sync::Mutex<HashMap<rover_contracts::ids::SchoolId, (i64, Arc<PolicyRows>)>>);
+struct Policies(std::sync::Mutex<HashMap<SchoolId, (i64, Arc<Authorizer>)>>);
 
 impl Policies {
     /// At most this many schools are kept; past it the map starts over.
     const MAX_SCHOOLS: usize = 4096;
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<rover_contracts::ids::SchoolId, (i64, Arc<PolicyRows>)>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SchoolId, (i64, Arc<Authorizer>)>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn get(&self, school: rover_contracts::ids::SchoolId) -> Option<(i64, Arc<PolicyRows>)> {
+    fn get(&self, school: SchoolId) -> Option<(i64, Arc<Authorizer>)> {
         self.lock().get(&school).cloned()
     }
 
-    /// Keeps `rows` as `school`'s at `version`, unless a newer version is kept already.
-    fn keep(&self, school: rover_contracts::ids::SchoolId, version: i64, rows: Arc<PolicyRows>) {
+    /// Keeps `policy` as `school`'s at `version`, unless a newer version is kept already.
+    fn keep(&self, school: SchoolId, version: i64, policy: Arc<Authorizer>) {
         let mut kept = self.lock();
         if kept.len() >= Self::MAX_SCHOOLS && !kept.contains_key(&school) {
             kept.clear();
@@ -196,7 +189,7 @@ impl Policies {
         match kept.get(&school) {
             Some((newer, _)) if *newer > version => {}
             _ => {
-                kept.insert(school, (version, rows));
+                kept.insert(school, (version, policy));
             }
         }
     }
@@ -384,9 +377,8 @@ impl Pipeline {
         // 5–6. Live permission check, then the posture: on the rows just read, or — when the
         //      school's policy version has not moved — on the rows of that version read before.
         if let (Some(permission), Some(version)) = (policy, policy_version) {
-            let rows = self.live_rows(school, version, authz, known)?;
-            self.authorize(&verified, permission, &rows.0, &rows.1)
-                .await?;
+            let live = self.live_policy(school, version, authz, known).await?;
+            self.authorize(&verified, permission, &live)?;
         }
         if let Some(status) = approval
             && status.needed
@@ -442,17 +434,13 @@ impl Pipeline {
         verified: &VerifiedTurnIdentity,
         tool: &RpcTool,
         permission: rover_contracts::permission::Permission,
-        (version, rows): &(i64, Arc<PolicyRows>),
+        (version, known): &(i64, Arc<Authorizer>),
     ) -> Result<Option<ToolReply>, Failure> {
         let scope = verified.scope();
         let Some(read) = dispatch::one_trip(tool.contract, scope, call.args.clone()) else {
             return Ok(None);
         };
-        if self
-            .authorize(verified, permission, &rows.0, &rows.1)
-            .await
-            .is_err()
-        {
+        if self.authorize(verified, permission, known).is_err() {
             return Ok(None);
         }
         // Arguments are judged only once the caller may make the call, as on the two-step path: a
@@ -461,7 +449,7 @@ impl Pipeline {
         let data =
             rover_domain::call::read_in_one_trip(&self.pool, scope.school_id, *version, read)
                 .instrument(
-                    tracing::info_span!("rover.toolserver.one_trip", school_id = %scope.school_id),
+                    tracing::info_span!("rover.toolserver.one_trip", db.system.name = "postgresql", school_id = %scope.school_id),
                 )
                 .await?;
         Ok(data.map(|data| ToolReply {
@@ -494,44 +482,42 @@ impl Pipeline {
         Ok((verified, tool))
     }
 
-    /// The school's live policy rows at `version`: those just `read` (kept for the next call),
-    /// or — the version unchanged — the ones `known` of that version.
-    fn live_rows(
+    /// The school's live policy at `version`: built from the rows just `read` (and kept for the
+    /// next calls), or — the version unchanged — the one `known` of that version.
+    async fn live_policy(
         &self,
-        school: rover_contracts::ids::SchoolId,
+        school: SchoolId,
         version: i64,
-        read: Option<PolicyRows>,
-        known: Option<(i64, Arc<PolicyRows>)>,
-    ) -> Result<Arc<PolicyRows>, Failure> {
+        read: Option<(Vec<policy::PolicyRow>, Vec<policy::RoleAssignment>)>,
+        known: Option<(i64, Arc<Authorizer>)>,
+    ) -> Result<Arc<Authorizer>, Failure> {
         match (read, known) {
-            (Some(rows), _) => {
-                let rows = Arc::new(rows);
-                self.policies.keep(school, version, rows.clone());
-                Ok(rows)
+            (Some((policies, assignments)), _) => {
+                let built = Authorizer::build(school, &policies, &assignments)
+                    .await
+                    .map_err(|error| Failure::error(format!("Authorization failed: {error}")))?;
+                let built = Arc::new(built);
+                self.policies.keep(school, version, built.clone());
+                Ok(built)
             }
-            (None, Some((_, rows))) => Ok(rows),
+            (None, Some((_, known))) => Ok(known),
             (None, None) => Err(Failure::error(
                 "Authorization failed: the policy rows were not read.".to_owned(),
             )),
         }
     }
 
-    /// Step 5's permission check: [`rover_domain::policy::authorize`], the decision REST makes
-    /// too, on the rows the opening query read.
-    async fn authorize(
+    /// Step 5's permission check: [`rover_domain::policy::decide`], the decision REST makes too,
+    /// on the school's live policy.
+    fn authorize(
         &self,
         verified: &VerifiedTurnIdentity,
         permission: rover_contracts::permission::Permission,
-        policies: &[rover_domain::policy::PolicyRow],
-        assignments: &[rover_domain::policy::RoleAssignment],
+        live: &Authorizer,
     ) -> Result<(), Failure> {
         let span = tracing::info_span!("rover.toolserver.permission", rover.permission = %permission, rover.permission.rule = tracing::field::Empty, rover.permission.allowed = tracing::field::Empty);
-        let school = verified.scope().school_id;
         let user = verified.identity().user_id;
-        match policy::authorize(school, user, permission, policies, assignments)
-            .instrument(span)
-            .await
-        {
+        match span.in_scope(|| policy::decide(live, user, permission)) {
             Ok(_) => Ok(()),
             Err(Refusal::Denied(permission)) => Err(Failure::denied(permission)),
             Err(Refusal::Unevaluable(error)) => {
