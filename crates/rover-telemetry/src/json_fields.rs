@@ -8,9 +8,8 @@
 //!   span's text as it is visited: no map, no value, one allocation (the text).
 //! - **Appended.** A field recorded on a span after it opened is written into the span's JSON
 //!   object in place, over its closing brace, instead of the whole object being parsed and written
-//!   again (`JsonFields` does that on
-//!   every `Span::record`, "far from efficient" in its own words; in the tool server at load that
-//!   was 6% of its CPU). A key recorded twice is then in the text twice; the JSON formatter reads
+//!   again (`JsonFields` does that on every `Span::record`, "far from efficient" in its own words;
+//!   in the tool server at load that was 6% of its CPU). A key recorded twice is then in the text twice; the JSON formatter reads
 //!   the object back into a map when it writes an event's `span`, where the later value wins — as
 //!   with `JsonFields`.
 //!

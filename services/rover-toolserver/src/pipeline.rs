@@ -374,8 +374,8 @@ impl Pipeline {
         if let Some(stored) = stored {
             return replay(stored, &verified, tool);
         }
-        // 5–6. Live permission check, then the posture: on the rows just read, or — when the
-        //      school's policy version has not moved — on the rows of that version read before.
+        // 5–6. Live permission check, then the posture: on the policy built from the rows just
+        //      read, or — when the school's policy version has not moved — the one kept for it.
         if let (Some(permission), Some(version)) = (policy, policy_version) {
             let live = self.live_policy(school, version, authz, known).await?;
             self.authorize(&verified, permission, &live)?;
