@@ -239,6 +239,36 @@ fn a_tampered_identity_is_never_served_from_the_cache() {
 }
 
 #[test]
+fn a_token_that_shares_a_cached_tokens_end_is_never_served_from_the_cache() {
+    let (signer, verifier) = signer_and_verifier();
+    let cache = CachingVerifier::new(verifier, 16);
+    let token = signer
+        .mint(grant(), Utc::now(), Duration::minutes(15))
+        .unwrap();
+    cache.verify(&token).unwrap();
+    // The cache finds an entry by the token's last bytes: change one byte of the claims and
+    // keep the whole signature, so the two tokens end alike.
+    let (header, rest) = token.as_str().split_once('.').unwrap();
+    let (claims, signature) = rest.split_once('.').unwrap();
+    let mut claims = URL_SAFE_NO_PAD.decode(claims).unwrap();
+    let at = claims.len() / 2;
+    claims[at] ^= 1;
+    let tampered = SignedTurnIdentity::from_token(format!(
+        "{header}.{}.{signature}",
+        URL_SAFE_NO_PAD.encode(claims)
+    ));
+    assert!(tampered.as_str().ends_with(signature));
+    assert!(
+        cache.verify(&tampered).is_err(),
+        "a changed claim is refused"
+    );
+    assert_eq!(cache.cached(), 1, "the tampered token was not cached");
+    // The genuine token is still served, from the cache.
+    cache.verify(&token).unwrap();
+    assert_eq!(cache.cached(), 1);
+}
+
+#[test]
 fn the_cache_stays_within_its_capacity() {
     let (signer, verifier) = signer_and_verifier();
     let cache = CachingVerifier::new(verifier, 3);
