@@ -402,18 +402,22 @@ impl ToolOutcome {
 }
 
 /// Tool server → worker: the reply to a [`ToolCall`].
+///
+/// A caller reads the data as a [`serde_json::Value`] (the default). The tool server writes it as
+/// a [`serde_json::value::RawValue`]: the domain's output serialised once, straight into the
+/// reply's bytes, with no `Value` built in between (decision 0021). The bytes are the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolReply {
+pub struct ToolReply<D = serde_json::Value> {
     /// The call answered.
     pub call_id: ToolCallId,
     /// How it went.
     pub outcome: ToolOutcome,
     /// What the model reads.
-    pub result: AgentToolResult<serde_json::Value>,
+    pub result: AgentToolResult<D>,
 }
 
-impl WireMessage for ToolReply {
+impl<D: Serialize + DeserializeOwned> WireMessage for ToolReply<D> {
     const KIND: &'static str = "tool_reply";
     const VERSION: u16 = 1;
 }

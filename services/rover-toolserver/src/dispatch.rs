@@ -9,12 +9,13 @@ use rover_domain::{Actor, DomainError, TenantTx};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// What a domain function produced.
 #[derive(Debug)]
 pub(crate) struct Executed {
-    /// The output, as the model will read it.
-    pub(crate) data: Value,
+    /// The output, as the model will read it: serialised once, as it goes into the reply.
+    pub(crate) data: Box<RawValue>,
     /// What a write changed; `None` for reads.
     pub(crate) change: Option<AuditChange>,
 }
@@ -25,8 +26,9 @@ fn parse<T: DeserializeOwned>(name: &str, args: Value) -> Result<T, DomainError>
         .map_err(|e| DomainError::Invalid(format!("Invalid arguments for {name}: {e}.")))
 }
 
-fn data<T: Serialize>(output: &T) -> Result<Value, DomainError> {
-    serde_json::to_value(output)
+/// `output` as the JSON text of the reply's `data` (no `Value` between it and the reply's bytes).
+fn data<T: Serialize>(output: &T) -> Result<Box<RawValue>, DomainError> {
+    serde_json::value::to_raw_value(output)
         .map_err(|e| DomainError::Invalid(format!("The result could not be encoded: {e}.")))
 }
 
@@ -96,7 +98,7 @@ pub(crate) fn one_trip(
     contract: &ToolContract,
     scope: &CallScope,
     args: Value,
-) -> Option<Result<OneTripRead<Value>, DomainError>> {
+) -> Option<Result<OneTripRead<Box<RawValue>>, DomainError>> {
     use rover_domain as d;
     macro_rules! one_trip {
         // A read that has the form only for some arguments (a class given by id, not by name).

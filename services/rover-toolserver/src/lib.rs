@@ -23,7 +23,7 @@ use rover_telemetry::metrics::{Metrics, ToolMetrics};
 use serde::{Deserialize, Serialize};
 
 pub use database::{SetupArgs, setup};
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, Reply};
 
 /// The tool server's settings (`rover-toolserver --print-config` shows the effective ones).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ use rover_contracts::AgentToolResult;
 use rover_contracts::identity::{CachingVerifier, TurnVerifier, VerifiedTurnIdentity};
 use rover_contracts::ids::SchoolId;
 use rover_contracts::tools::{Effect, Posture, REGISTRY, ToolContract, ToolKind};
-use rover_contracts::wire::{self, ToolCall, ToolOutcome, ToolReply};
+use rover_contracts::wire::{self, ToolCall, ToolOutcome};
 use rover_domain::audit::AuditEntry;
 use rover_domain::call::{ApprovalRead, CallReads, CallStart, begin_call};
 use rover_domain::policy::{self, Authorizer, Refusal};
@@ -37,9 +37,13 @@ use rover_domain::{Actor, DomainError};
 use rover_messaging::Delivery;
 use rover_telemetry::metrics::ToolMetrics;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tracing::Instrument as _;
 
 use crate::dispatch;
+
+/// The reply a call gets: its data serialised once, as it goes onto the wire (decision 0021).
+pub type Reply = rover_contracts::wire::ToolReply<Box<RawValue>>;
 
 /// A failed call: how it went, and the sentence the model reads.
 #[derive(Debug)]
@@ -87,7 +91,7 @@ impl Failure {
     }
 
     /// The error envelope the caller reads.
-    fn envelope(self) -> AgentToolResult<Value> {
+    fn envelope<T>(self) -> AgentToolResult<T> {
         match self.ask {
             Some(ask) => AgentToolResult::error_asking(self.message, ask),
             None => AgentToolResult::error(self.message),
@@ -254,7 +258,7 @@ impl Pipeline {
                     .correlation_id
                     .as_deref()
                     .and_then(|id| rover_contracts::ids::ToolCallId::parse(id).ok())?;
-                Err(ToolReply {
+                Err(Reply {
                     call_id,
                     outcome: ToolOutcome::Invalid,
                     result: AgentToolResult::error(format!(
@@ -286,7 +290,7 @@ impl Pipeline {
     }
 
     /// Runs one tool call through the pipeline and returns the reply; never panics on input.
-    pub async fn execute(&self, call: ToolCall, trace_id: Option<&str>) -> ToolReply {
+    pub async fn execute(&self, call: ToolCall, trace_id: Option<&str>) -> Reply {
         let started = std::time::Instant::now();
         let span = tracing::info_span!(
             "rover.toolserver.execute",
@@ -306,7 +310,7 @@ impl Pipeline {
         let reply = async {
             match self.try_execute(&call, trace_id).await {
                 Ok(reply) => reply,
-                Err(failure) => ToolReply {
+                Err(failure) => Reply {
                     call_id: call.call_id.clone(),
                     outcome: failure.outcome,
                     result: failure.envelope(),
@@ -331,11 +335,7 @@ impl Pipeline {
         reply
     }
 
-    async fn try_execute(
-        &self,
-        call: &ToolCall,
-        trace_id: Option<&str>,
-    ) -> Result<ToolReply, Failure> {
+    async fn try_execute(&self, call: &ToolCall, trace_id: Option<&str>) -> Result<Reply, Failure> {
         let (verified, tool) = self.admit(call)?;
         let is_write = tool.contract.effect == Effect::Write;
         let policy = match tool.posture {
@@ -396,7 +396,7 @@ impl Pipeline {
         let executed = dispatch::run(&mut tx, tool.contract, &actor, scope, call.args.clone())
             .instrument(tracing::info_span!("rover.toolserver.posture"))
             .await?;
-        let reply = ToolReply {
+        let reply = Reply {
             call_id: call.call_id.clone(),
             outcome: ToolOutcome::Ok,
             result: AgentToolResult::data(executed.data, scope.describe()),
@@ -435,7 +435,7 @@ impl Pipeline {
         tool: &RpcTool,
         permission: rover_contracts::permission::Permission,
         (version, known): &(i64, Arc<Authorizer>),
-    ) -> Result<Option<ToolReply>, Failure> {
+    ) -> Result<Option<Reply>, Failure> {
         let scope = verified.scope();
         let Some(read) = dispatch::one_trip(tool.contract, scope, call.args.clone()) else {
             return Ok(None);
@@ -452,7 +452,7 @@ impl Pipeline {
                     tracing::info_span!("rover.toolserver.one_trip", db.system.name = "postgresql", school_id = %scope.school_id),
                 )
                 .await?;
-        Ok(data.map(|data| ToolReply {
+        Ok(data.map(|data| Reply {
             call_id: call.call_id.clone(),
             outcome: ToolOutcome::Ok,
             result: AgentToolResult::data(data, scope.describe()),
@@ -567,14 +567,33 @@ fn replay(
     stored: rover_domain::call::StoredReply,
     verified: &VerifiedTurnIdentity,
     tool: &RpcTool,
-) -> Result<ToolReply, Failure> {
+) -> Result<Reply, Failure> {
     let actor = verified.identity().user_id;
     if stored.actor != Some(actor) || stored.event != tool.event {
         return Err(Failure::denied("that call id was used by another call"));
     }
     tracing::info!("repeated call id: returning the stored reply");
-    serde_json::from_value(stored.reply)
-        .map_err(|e| Failure::error(format!("The stored reply is unreadable: {e}")))
+    let unreadable =
+        |e: serde_json::Error| Failure::error(format!("The stored reply is unreadable: {e}"));
+    let stored: rover_contracts::wire::ToolReply =
+        serde_json::from_value(stored.reply).map_err(unreadable)?;
+    let result = match stored.result {
+        AgentToolResult::Data {
+            data,
+            scope_context,
+            staff_edits,
+        } => AgentToolResult::Data {
+            data: serde_json::value::to_raw_value(&data).map_err(unreadable)?,
+            scope_context,
+            staff_edits,
+        },
+        AgentToolResult::Error { error, ask } => AgentToolResult::Error { error, ask },
+    };
+    Ok(Reply {
+        call_id: stored.call_id,
+        outcome: stored.outcome,
+        result,
+    })
 }
 
 /// Step 7 for a write: its audit row and inbox row (with the reply to return to a repeat) and
@@ -582,7 +601,7 @@ fn replay(
 async fn commit_write(
     tx: rover_domain::TenantTx,
     entry: &AuditEntry<'_>,
-    reply: &ToolReply,
+    reply: &Reply,
 ) -> Result<(), Failure> {
     let stored = serde_json::to_value(reply)
         .map_err(|e| Failure::error(format!("The reply could not be stored: {e}")))?;

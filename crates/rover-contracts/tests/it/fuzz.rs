@@ -32,7 +32,7 @@ fn frames() -> Vec<Vec<u8>> {
             identity: SignedTurnIdentity::from_token("a.b.c"),
             args: json!({ "class": "S1 Blue", "absent": ["Nakato"] }),
         }),
-        encode(&ToolReply {
+        encode(&ToolReply::<serde_json::Value> {
             call_id: ToolCallId::parse("turn/call_1").unwrap(),
             outcome: ToolOutcome::Ok,
             result: AgentToolResult::error("Permission denied: create:Department"),
