@@ -151,16 +151,33 @@ impl Default for TelemetrySettings {
     }
 }
 
-/// The async runtime a service runs on.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// The async runtime the tool server runs on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RuntimeSettings {
-    /// Threads that run the service's tasks: `0` — one per core, work-stealing between them
-    /// (tokio's multi-threaded runtime); `1` — every task on the one thread that started the
-    /// service (tokio's current-thread runtime: no hand-offs between threads); more — that many
-    /// work-stealing threads. RabbitMQ's client (lapin) runs its own I/O thread in every case;
-    /// the tool server's RPC server has a connection of its own, read and written by a task.
+    /// Threads that run the service's tasks: `1` (the default) — every task on the one thread
+    /// that started the service (tokio's current-thread runtime: no hand-offs between threads);
+    /// `0` — one per core, work-stealing between them (tokio's multi-threaded runtime); more —
+    /// that many work-stealing threads. RabbitMQ's client (lapin) runs its own I/O thread in
+    /// every case; each of the tool server's RPC servers has a connection of its own, read and
+    /// written by a task.
     pub worker_threads: usize,
+    /// How many RPC servers the tool server runs: the first on the runtime above, each other on a
+    /// thread of its own with a current-thread runtime. Each has its own connection to the
+    /// broker, its own database connections, and its share of `amqp.prefetch` and
+    /// `database.max_connections` (so the tool server as a whole keeps both limits). `0` (the
+    /// default) — one per core; never more than either limit. A call is then read, run and
+    /// answered on one thread, with no wake-ups across threads (decision 0021).
+    pub rpc_shards: usize,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        Self {
+            worker_threads: 1,
+            rpc_shards: 0,
+        }
+    }
 }
 
 /// The HTTP listener of a service (the API for the gateway; health and metrics for the others).

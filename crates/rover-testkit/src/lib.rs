@@ -253,8 +253,8 @@ impl TestVhost {
             .and_then(|q| LocalCluster::node_of(q["leader"].as_str()?))
     }
 
-    /// `rabbitmqctl list_<what> -p <vhost> <columns> --formatter json`, parsed; `arguments`
-    /// columns become objects.
+    /// `rabbitmqctl <what> -p <vhost> <columns> --formatter json` (`what` as `list_consumers`),
+    /// parsed; `arguments` columns become objects.
     pub fn list(&self, what: &str, columns: &[&str]) -> Vec<serde_json::Value> {
         let mut args = vec![what, "-p", &self.name, "--formatter", "json", "-q"];
         args.extend_from_slice(columns);

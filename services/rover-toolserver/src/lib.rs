@@ -70,8 +70,51 @@ pub struct App {
     pool: rover_domain::pool::CallPool,
     topology: Topology,
     pipeline: Arc<Pipeline>,
+    tools: ToolMetrics,
     metrics: Metrics,
     listener: tokio::net::TcpListener,
+    shards: usize,
+}
+
+/// How many RPC servers `settings` ask for (`runtime.rpc_shards`; `0` — one per core), never more
+/// than the prefetch or the database connections they share.
+fn shard_count(settings: &Settings) -> usize {
+    let asked = match settings.runtime.rpc_shards {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        shards => shards,
+    };
+    let limit = usize::from(settings.amqp.prefetch)
+        .min(usize::try_from(settings.database.max_connections).unwrap_or(usize::MAX));
+    asked.min(limit).max(1)
+}
+
+/// Shard `index`'s part of `total`, split as evenly as `shards` ways allow (the parts add up to
+/// `total`).
+fn share(total: usize, shards: usize, index: usize) -> usize {
+    total / shards + usize::from(index < total % shards)
+}
+
+/// Shard `index`'s settings: its part of the prefetch and of the database connections.
+fn shard_settings(
+    settings: &Settings,
+    shards: usize,
+    index: usize,
+) -> (ConsumerOptions, DatabaseSettings) {
+    let prefetch = share(usize::from(settings.amqp.prefetch), shards, index);
+    let connections = share(
+        usize::try_from(settings.database.max_connections).unwrap_or(usize::MAX),
+        shards,
+        index,
+    );
+    let options = ConsumerOptions {
+        prefetch: u16::try_from(prefetch).unwrap_or(u16::MAX),
+        consumer_tag: String::new(),
+    };
+    let database = DatabaseSettings {
+        max_connections: u32::try_from(connections).unwrap_or(u32::MAX),
+        ..settings.database.clone()
+    };
+    (options, database)
 }
 
 impl App {
@@ -79,8 +122,10 @@ impl App {
     /// the health listener.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
-        let pool = rover_domain::call_pool(&settings.database)
-            .context("Failed to configure the database pool")?;
+        let shards = shard_count(&settings);
+        let (_, database) = shard_settings(&settings, shards, 0);
+        let pool =
+            rover_domain::call_pool(&database).context("Failed to configure the database pool")?;
         let (broker, topology) =
             rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
                 .await
@@ -97,7 +142,7 @@ impl App {
         let metrics = Metrics::new(registry);
         let pipeline = Arc::new(
             Pipeline::new(verifier, pool.clone())
-                .with_metrics(tools)
+                .with_metrics(tools.clone())
                 .capture_content(settings.telemetry.capture_content),
         );
         Ok(App {
@@ -106,8 +151,10 @@ impl App {
             pool,
             topology,
             pipeline,
+            tools,
             metrics,
             listener,
+            shards,
         })
     }
 
@@ -127,23 +174,35 @@ impl App {
             pool,
             topology,
             pipeline,
+            tools,
             metrics,
             listener,
+            shards,
         } = self;
         let http_addr = listener
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let options = ConsumerOptions {
-            prefetch: settings.amqp.prefetch,
-            consumer_tag: String::new(),
-        };
+        let (options, _) = shard_settings(&settings, shards, 0);
         let consumer = broker
             .serve_rpc(&topology.tools_queue(), options, move |delivery| {
                 pipeline.handle(delivery)
             })
             .await
             .context("Failed to start consuming tool calls")?;
+        let mut others = Vec::with_capacity(shards - 1);
+        for index in 1..shards {
+            match Shard::start(&settings, &broker, &topology, &tools, shards, index).await {
+                Ok(shard) => others.push(shard),
+                Err(error) => {
+                    for shard in others {
+                        shard.stop().await;
+                    }
+                    consumer.shutdown().await;
+                    return Err(error);
+                }
+            }
+        }
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let router = health::router(health::Probes {
             broker: broker.clone(),
@@ -157,10 +216,16 @@ impl App {
                 })
                 .await
         });
-        tracing::info!(queue = %topology.tools_queue(), http = %http_addr, "tool server ready; waiting for shutdown");
+        tracing::info!(queue = %topology.tools_queue(), http = %http_addr, rpc_servers = shards, "tool server ready; waiting for shutdown");
         shutdown.await;
         tracing::info!("draining: no new tool calls; finishing the calls in flight");
-        consumer.shutdown().await;
+        // Every RPC server stops consuming at once; each lets its calls in flight reply.
+        let stopping: Vec<_> = others.into_iter().map(Shard::stopping).collect();
+        tokio::join!(consumer.shutdown(), async {
+            for stopped in stopping {
+                let _ = stopped.await;
+            }
+        });
         let _ = stop_http.send(());
         match http.await {
             Ok(Ok(())) => {}
@@ -170,6 +235,83 @@ impl App {
         broker.close().await;
         pool.close().await;
         Ok(())
+    }
+}
+
+/// An RPC server beyond the first: a thread with a current-thread runtime, its own database pool
+/// and pipeline, consuming the tools queue on a connection of its own.
+struct Shard {
+    stop: tokio::sync::oneshot::Sender<()>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Shard {
+    /// Starts shard `index` of `shards`; returns once it is consuming.
+    async fn start(
+        settings: &Settings,
+        broker: &Broker,
+        topology: &Topology,
+        tools: &ToolMetrics,
+        shards: usize,
+        index: usize,
+    ) -> anyhow::Result<Shard> {
+        let (options, database) = shard_settings(settings, shards, index);
+        let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
+        let pipeline = |pool: rover_domain::pool::CallPool| {
+            Pipeline::new(verifier, pool)
+                .with_metrics(tools.clone())
+                .capture_content(settings.telemetry.capture_content)
+        };
+        let pool =
+            rover_domain::call_pool(&database).context("Failed to configure the database pool")?;
+        let pipeline = Arc::new(pipeline(pool.clone()));
+        let (broker, queue) = (broker.clone(), topology.tools_queue());
+        let (ready_tx, ready) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (stopped_tx, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("Failed to build an RPC server's runtime")?;
+        std::thread::Builder::new()
+            .name(format!("rover-rpc-{index}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let consumer = broker
+                        .serve_rpc(&queue, options, move |delivery| pipeline.handle(delivery))
+                        .await;
+                    let consumer = match consumer {
+                        Ok(consumer) => consumer,
+                        Err(error) => {
+                            let _ = ready_tx.send(Err(anyhow::Error::new(error)
+                                .context("Failed to start consuming tool calls")));
+                            return;
+                        }
+                    };
+                    let _ = ready_tx.send(Ok(()));
+                    // Asked to stop, or the tool server is gone.
+                    let _ = stop_rx.await;
+                    consumer.shutdown().await;
+                    pool.close().await;
+                    drop(stopped_tx);
+                });
+            })
+            .context("Failed to start an RPC server's thread")?;
+        ready
+            .await
+            .context("An RPC server's thread ended while starting")??;
+        Ok(Shard { stop, stopped })
+    }
+
+    /// Asks it to stop consuming and let its calls in flight reply; the receiver ends when it has.
+    fn stopping(self) -> tokio::sync::oneshot::Receiver<()> {
+        let _ = self.stop.send(());
+        self.stopped
+    }
+
+    /// Stops it and waits until its calls in flight have replied.
+    async fn stop(self) {
+        let _ = self.stopping().await;
     }
 }
 
@@ -196,4 +338,50 @@ pub async fn broker_setup(settings: &Settings) -> anyhow::Result<Vec<(&'static s
     .into_iter()
     .map(|(name, service)| (name, topology.permissions(service)))
     .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(prefetch: u16, connections: u32, shards: usize) -> Settings {
+        let mut settings = Settings::default();
+        settings.amqp.prefetch = prefetch;
+        settings.database.max_connections = connections;
+        settings.runtime.rpc_shards = shards;
+        settings
+    }
+
+    #[test]
+    fn no_more_rpc_servers_than_the_prefetch_or_the_connections_allow_and_at_least_one() {
+        assert_eq!(shard_count(&settings(64, 16, 4)), 4);
+        assert_eq!(shard_count(&settings(2, 16, 5)), 2);
+        assert_eq!(shard_count(&settings(64, 3, 5)), 3);
+        assert_eq!(shard_count(&settings(0, 0, 5)), 1);
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(shard_count(&settings(64, 64, 0)), cores.min(64));
+    }
+
+    #[test]
+    fn the_shares_add_up_to_the_tool_servers_limits() {
+        for (prefetch, connections, shards) in [(64, 16, 3), (8, 8, 3), (5, 2, 2), (1, 1, 1)] {
+            let settings = settings(prefetch, connections, shards);
+            let count = shard_count(&settings);
+            let (prefetches, pools): (Vec<_>, Vec<_>) = (0..count)
+                .map(|index| {
+                    let (options, database) = shard_settings(&settings, count, index);
+                    (options.prefetch, database.max_connections)
+                })
+                .unzip();
+            assert_eq!(prefetches.iter().sum::<u16>(), prefetch, "{prefetches:?}");
+            assert_eq!(pools.iter().sum::<u32>(), connections, "{pools:?}");
+            assert!(prefetches.iter().all(|&p| p >= 1), "{prefetches:?}");
+            assert!(pools.iter().all(|&p| p >= 1), "{pools:?}");
+            let (min, max) = (prefetches.iter().min(), prefetches.iter().max());
+            assert!(
+                max.zip(min).is_some_and(|(max, min)| max - min <= 1),
+                "{prefetches:?}"
+            );
+        }
+    }
 }

@@ -31,7 +31,7 @@ pub(crate) struct TestServer {
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     // Dropped last, after every connection to it.
-    _vhost: TestVhost,
+    pub(crate) vhost: TestVhost,
 }
 
 /// Who a call acts as: the identity and scope the gateway would sign.
@@ -42,6 +42,11 @@ pub(crate) struct Caller {
 }
 
 pub(crate) async fn spawn_toolserver() -> TestServer {
+    spawn_toolserver_with(|_| {}).await
+}
+
+/// [`spawn_toolserver`] with `configure` changing its settings last.
+pub(crate) async fn spawn_toolserver_with(configure: impl FnOnce(&mut Settings)) -> TestServer {
     let vhost = TestVhost::create();
     let db = TestDb::new().await;
     let keys = TurnKeys::generate();
@@ -51,6 +56,7 @@ pub(crate) async fn spawn_toolserver() -> TestServer {
     settings.database.url = Secret::new(db.app_url().to_owned());
     settings.database.max_connections = 8;
     settings.identity.public_key_file = Some(keys.public_key_file());
+    configure(&mut settings);
     let app = within("build the tool server", App::build(settings))
         .await
         .expect("the tool server builds");
@@ -80,7 +86,7 @@ pub(crate) async fn spawn_toolserver() -> TestServer {
         owner,
         stop: Some(stop),
         task: Some(task),
-        _vhost: vhost,
+        vhost,
     }
 }
 
