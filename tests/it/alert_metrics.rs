@@ -20,9 +20,9 @@ async fn a_turn_waiting_with_no_worker_shows_as_messages_and_no_consumer() {
     let metrics = scrape(&stack, gateway).await;
     assert_eq!(sample(&metrics, TURNS_CONSUMERS), 1.0, "{metrics}");
     assert_eq!(sample(&metrics, TURNS_MESSAGES), 0.0, "{metrics}");
-    assert_eq!(
-        sample(&metrics, r#"rover_queue_consumers{queue="rover.tools"}"#),
-        1.0,
+    // The tool server consumes once per RPC server (one per core).
+    assert!(
+        sample(&metrics, r#"rover_queue_consumers{queue="rover.tools"}"#) >= 1.0,
         "{metrics}"
     );
 

@@ -108,14 +108,15 @@ async fn each_service_runs_as_its_own_user_with_only_the_rights_it_needs() {
     // The gateway's user reads the work queues' messages and consumers for its `/metrics` (the
     // alert on a queue with no consumer): a passive declare, which needs no right of its own.
     let metrics = crate::observability::scrape(&stack, stack.gateway_metrics).await;
-    for queue in ["rover.turns", "rover.tools"] {
-        let consumers = format!("rover_queue_consumers{{queue=\"{queue}\"}}");
-        assert_eq!(
-            crate::observability::sample(&metrics, &consumers),
-            1.0,
-            "{metrics}"
-        );
-    }
+    // One worker consumes the turns; the tool server consumes once per RPC server (one per core).
+    let consumers = |queue: &str| {
+        crate::observability::sample(
+            &metrics,
+            &format!("rover_queue_consumers{{queue=\"{queue}\"}}"),
+        )
+    };
+    assert_eq!(consumers("rover.turns"), 1.0, "{metrics}");
+    assert!(consumers("rover.tools") >= 1.0, "{metrics}");
 
     // Each user is refused the other services' work.
     let topology = Topology::new("rover");
