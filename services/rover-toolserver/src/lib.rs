@@ -257,14 +257,7 @@ impl Shard {
     ) -> anyhow::Result<Shard> {
         let (options, database) = shard_settings(settings, shards, index);
         let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
-        let pipeline = |pool: rover_domain::pool::CallPool| {
-            Pipeline::new(verifier, pool)
-                .with_metrics(tools.clone())
-                .capture_content(settings.telemetry.capture_content)
-        };
-        let pool =
-            rover_domain::call_pool(&database).context("Failed to configure the database pool")?;
-        let pipeline = Arc::new(pipeline(pool.clone()));
+        let (tools, capture) = (tools.clone(), settings.telemetry.capture_content);
         let (broker, queue) = (broker.clone(), topology.tools_queue());
         let (ready_tx, ready) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -276,15 +269,27 @@ impl Shard {
         std::thread::Builder::new()
             .name(format!("rover-rpc-{index}"))
             .spawn(move || {
+                // The pool is made on this thread's runtime, so its tasks and connections are
+                // this RPC server's own.
                 runtime.block_on(async move {
-                    let consumer = broker
-                        .serve_rpc(&queue, options, move |delivery| pipeline.handle(delivery))
-                        .await;
-                    let consumer = match consumer {
-                        Ok(consumer) => consumer,
+                    let started = async {
+                        let pool = rover_domain::call_pool(&database)
+                            .context("Failed to configure the database pool")?;
+                        let pipeline = Arc::new(
+                            Pipeline::new(verifier, pool.clone())
+                                .with_metrics(tools)
+                                .capture_content(capture),
+                        );
+                        let consumer = broker
+                            .serve_rpc(&queue, options, move |delivery| pipeline.handle(delivery))
+                            .await
+                            .context("Failed to start consuming tool calls")?;
+                        anyhow::Ok((pool, consumer))
+                    };
+                    let (pool, consumer) = match started.await {
+                        Ok(started) => started,
                         Err(error) => {
-                            let _ = ready_tx.send(Err(anyhow::Error::new(error)
-                                .context("Failed to start consuming tool calls")));
+                            let _ = ready_tx.send(Err(error));
                             return;
                         }
                     };
