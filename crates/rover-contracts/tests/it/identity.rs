@@ -217,14 +217,20 @@ fn a_cached_identity_is_served_until_it_expires_and_refused_after() {
     assert_eq!(cache.cached(), 0);
 }
 
-#[test]
-fn a_tampered_identity_is_never_served_from_the_cache() {
+/// A cache that has verified (and so holds) one fresh token, and that token.
+fn a_cache_holding_one_token() -> (CachingVerifier, SignedTurnIdentity) {
     let (signer, verifier) = signer_and_verifier();
     let cache = CachingVerifier::new(verifier, 16);
     let token = signer
         .mint(grant(), Utc::now(), Duration::minutes(15))
         .unwrap();
     cache.verify(&token).unwrap();
+    (cache, token)
+}
+
+#[test]
+fn a_tampered_identity_is_never_served_from_the_cache() {
+    let (cache, token) = a_cache_holding_one_token();
     // Same header and claims, one signature byte changed.
     let (signed, signature) = token.as_str().rsplit_once('.').unwrap();
     let mut signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
@@ -240,12 +246,7 @@ fn a_tampered_identity_is_never_served_from_the_cache() {
 
 #[test]
 fn a_token_that_shares_a_cached_tokens_end_is_never_served_from_the_cache() {
-    let (signer, verifier) = signer_and_verifier();
-    let cache = CachingVerifier::new(verifier, 16);
-    let token = signer
-        .mint(grant(), Utc::now(), Duration::minutes(15))
-        .unwrap();
-    cache.verify(&token).unwrap();
+    let (cache, token) = a_cache_holding_one_token();
     // The cache finds an entry by the token's last bytes: change one byte of the claims and
     // keep the whole signature, so the two tokens end alike.
     let (header, rest) = token.as_str().split_once('.').unwrap();
