@@ -111,18 +111,26 @@ impl<T> AgentToolResult<T> {
 
     /// Maps the data, keeping the scope sentence.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> AgentToolResult<U> {
-        match self {
+        match self.try_map(|data| Ok::<U, std::convert::Infallible>(f(data))) {
+            Ok(mapped) => mapped,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Maps the data with `f`, which may fail, keeping the scope sentence.
+    pub fn try_map<U, E>(self, f: impl FnOnce(T) -> Result<U, E>) -> Result<AgentToolResult<U>, E> {
+        Ok(match self {
             Self::Data {
                 data,
                 scope_context,
                 staff_edits,
             } => AgentToolResult::Data {
-                data: f(data),
+                data: f(data)?,
                 scope_context,
                 staff_edits,
             },
             Self::Error { error, ask } => AgentToolResult::Error { error, ask },
-        }
+        })
     }
 }
 

@@ -577,22 +577,13 @@ fn replay(
         |e: serde_json::Error| Failure::error(format!("The stored reply is unreadable: {e}"));
     let stored: rover_contracts::wire::ToolReply =
         serde_json::from_value(stored.reply).map_err(unreadable)?;
-    let result = match stored.result {
-        AgentToolResult::Data {
-            data,
-            scope_context,
-            staff_edits,
-        } => AgentToolResult::Data {
-            data: serde_json::value::to_raw_value(&data).map_err(unreadable)?,
-            scope_context,
-            staff_edits,
-        },
-        AgentToolResult::Error { error, ask } => AgentToolResult::Error { error, ask },
-    };
     Ok(Reply {
         call_id: stored.call_id,
         outcome: stored.outcome,
-        result,
+        result: stored
+            .result
+            .try_map(|data| serde_json::value::to_raw_value(&data))
+            .map_err(unreadable)?,
     })
 }
 
