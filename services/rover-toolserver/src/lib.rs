@@ -124,15 +124,6 @@ impl App {
         let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
         let shards = shard_count(&settings);
         let (_, database) = shard_settings(&settings, shards, 0);
-        let pool =
-            rover_domain::call_pool(&database).context("Failed to configure the database pool")?;
-        let (broker, topology) =
-            rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
-                .await
-                .context("Failed to connect to RabbitMQ and declare the topology")?;
-        let listener = tokio::net::TcpListener::bind(settings.http.listen)
-            .await
-            .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         let mut registry = rover_telemetry::metrics::Registry::default();
         let tools = ToolMetrics::register(
             &mut registry,
@@ -140,11 +131,19 @@ impl App {
             "The tool server's execute(): identity, schema, tenant, permission, posture, audit",
         );
         let metrics = Metrics::new(registry);
-        let pipeline = Arc::new(
-            Pipeline::new(verifier, pool.clone())
-                .with_metrics(tools.clone())
-                .capture_content(settings.telemetry.capture_content),
-        );
+        let (pool, pipeline) = rpc_server_pipeline(
+            &database,
+            verifier,
+            tools.clone(),
+            settings.telemetry.capture_content,
+        )?;
+        let (broker, topology) =
+            rover_messaging::connect_service(&settings.amqp, "rover-toolserver")
+                .await
+                .context("Failed to connect to RabbitMQ and declare the topology")?;
+        let listener = tokio::net::TcpListener::bind(settings.http.listen)
+            .await
+            .with_context(|| format!("Failed to bind {}", settings.http.listen))?;
         Ok(App {
             settings,
             broker,
@@ -184,12 +183,7 @@ impl App {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let (options, _) = shard_settings(&settings, shards, 0);
-        let consumer = broker
-            .serve_rpc(&topology.tools_queue(), options, move |delivery| {
-                pipeline.handle(delivery)
-            })
-            .await
-            .context("Failed to start consuming tool calls")?;
+        let consumer = consume(&broker, &topology.tools_queue(), options, pipeline).await?;
         let mut others = Vec::with_capacity(shards - 1);
         for index in 1..shards {
             match Shard::start(&settings, &broker, &topology, &tools, shards, index).await {
@@ -238,6 +232,34 @@ impl App {
     }
 }
 
+/// An RPC server's database pool, and the pipeline that runs its calls on it.
+fn rpc_server_pipeline(
+    database: &DatabaseSettings,
+    verifier: rover_contracts::identity::TurnVerifier,
+    tools: ToolMetrics,
+    capture_content: bool,
+) -> anyhow::Result<(rover_domain::pool::CallPool, Arc<Pipeline>)> {
+    let pool =
+        rover_domain::call_pool(database).context("Failed to configure the database pool")?;
+    let pipeline = Pipeline::new(verifier, pool.clone())
+        .with_metrics(tools)
+        .capture_content(capture_content);
+    Ok((pool, Arc::new(pipeline)))
+}
+
+/// Consumes `queue` with `options`, every call run by `pipeline`.
+async fn consume(
+    broker: &Broker,
+    queue: &str,
+    options: ConsumerOptions,
+    pipeline: Arc<Pipeline>,
+) -> anyhow::Result<rover_messaging::ConsumerHandle> {
+    broker
+        .serve_rpc(queue, options, move |delivery| pipeline.handle(delivery))
+        .await
+        .context("Failed to start consuming tool calls")
+}
+
 /// An RPC server beyond the first: a thread with a current-thread runtime, its own database pool
 /// and pipeline, consuming the tools queue on a connection of its own.
 struct Shard {
@@ -273,17 +295,9 @@ impl Shard {
                 // this RPC server's own.
                 runtime.block_on(async move {
                     let started = async {
-                        let pool = rover_domain::call_pool(&database)
-                            .context("Failed to configure the database pool")?;
-                        let pipeline = Arc::new(
-                            Pipeline::new(verifier, pool.clone())
-                                .with_metrics(tools)
-                                .capture_content(capture),
-                        );
-                        let consumer = broker
-                            .serve_rpc(&queue, options, move |delivery| pipeline.handle(delivery))
-                            .await
-                            .context("Failed to start consuming tool calls")?;
+                        let (pool, pipeline) =
+                            rpc_server_pipeline(&database, verifier, tools, capture)?;
+                        let consumer = consume(&broker, &queue, options, pipeline).await?;
                         anyhow::Ok((pool, consumer))
                     };
                     let (pool, consumer) = match started.await {
