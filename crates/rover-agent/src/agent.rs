@@ -91,9 +91,10 @@ impl Agent {
         self.subagent.map_or("rover", Subagent::name)
     }
 
-    /// The tool definitions to send to the model: exactly `self.tools`, in order.
-    pub fn tool_definitions(&self) -> Vec<Value> {
-        self.tools.iter().map(|t| t.definition.clone()).collect()
+    /// The tool definitions to send to the model: exactly `self.tools`, in order. They are the
+    /// contracts' static data, serialised from there into every model call, never copied.
+    pub fn tool_definitions(&self) -> Vec<&'static Value> {
+        self.tools.iter().map(|t| t.definition).collect()
     }
 
     /// The tool with this name, if the agent holds it.

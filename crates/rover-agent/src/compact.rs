@@ -82,14 +82,34 @@ pub enum Window {
 
 /// The estimated tokens of a message, a tool definition or any JSON, as sent (escapes count).
 pub fn estimate(value: &Value) -> usize {
-    value.to_string().len().div_ceil(BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE
+    serialized_len(value).div_ceil(BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE
+}
+
+/// How many bytes `value` is as compact JSON, counted as it is written, with no text kept (every
+/// model call estimates its whole conversation and tool definitions this way).
+fn serialized_len(value: &Value) -> usize {
+    struct Counted(usize);
+    impl std::io::Write for Counted {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counted = Counted(0);
+    // Writing a `Value` fails only when its writer does, and this one never does.
+    let _ = serde_json::to_writer(&mut counted, value);
+    counted.0
 }
 
 /// The estimated tokens of what every request of a turn carries besides the history: the
 /// system prompt, the tool definitions and the new message.
-pub fn fixed_cost(system_prompt: &str, tools: &[Value], input: &Value) -> usize {
+pub fn fixed_cost(system_prompt: &str, tools: &[&Value], input: &Value) -> usize {
     estimate(&json!({ "role": "system", "content": system_prompt }))
-        + tools.iter().map(estimate).sum::<usize>()
+        + tools.iter().map(|tool| estimate(tool)).sum::<usize>()
         + estimate(input)
 }
 
@@ -468,5 +488,22 @@ mod tests {
         assert!(lines.contains("[called list_departments with {}]"));
         assert!(lines.contains("Tool result (turn7-call)"));
         assert!(lines.len() < 2_000);
+    }
+
+    #[test]
+    fn a_values_estimate_counts_the_bytes_it_is_sent_as() {
+        for value in [
+            json!({"role": "user", "content": "What can you do?"}),
+            json!({"role": "tool", "content": "quote \" backslash \\ newline \n tab \t nul \u{0} é ✓ 🦀"}),
+            json!([1, -2.5, null, true, {"nested": ["a", {"b": []}]}]),
+            json!(""),
+        ] {
+            let sent = value.to_string().len();
+            assert_eq!(
+                estimate(&value),
+                sent.div_ceil(BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE,
+                "{value}"
+            );
+        }
     }
 }

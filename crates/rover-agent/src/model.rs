@@ -184,22 +184,22 @@ impl ModelClient {
     pub async fn stream(
         &self,
         messages: &[Value],
-        tools: &[Value],
+        tools: &[&Value],
     ) -> Result<ModelStream, ModelError> {
-        let mut request = json!({
-            "messages": messages,
-            "stream": true,
-            "stream_options": { "include_usage": true },
-        });
-        if !tools.is_empty() {
-            request["tools"] = Value::Array(tools.to_vec());
-        }
         let mut last = ModelError::Transport("no attempt was made".to_owned());
         let mut tried = 0u32;
         // A retry waits `backoff`, then twice, four and at most eight times as long.
         let mut backoff = rover_settings::Backoff::new(self.backoff, self.backoff * 8);
         for (index, (client, endpoint)) in self.endpoints.iter().enumerate() {
-            request["model"] = Value::String(endpoint.model.clone());
+            let request = StreamRequest {
+                model: &endpoint.model,
+                messages,
+                stream: true,
+                stream_options: StreamOptions {
+                    include_usage: true,
+                },
+                tools,
+            };
             for attempt in 1..=self.attempts {
                 if tried > 0 {
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -277,13 +277,11 @@ impl ModelClient {
     async fn start(
         &self,
         client: &Client<OpenAIConfig>,
-        request: &Value,
+        request: &StreamRequest<'_>,
     ) -> Result<(ChunkStream, String), ModelError> {
         let started = tokio::time::timeout(
             self.timeout,
-            client
-                .chat()
-                .create_stream_byot::<_, Value>(request.clone()),
+            client.chat().create_stream_byot::<_, Value>(request),
         )
         .await;
         let mut stream = match started {
@@ -313,6 +311,24 @@ impl ModelClient {
             Err(_) => Err(ModelError::Timeout(self.timeout)),
         }
     }
+}
+
+/// A streamed chat completion request, as sent: borrowed from the conversation and the tool
+/// definitions, and serialised once per attempt straight from them (no copy of either).
+#[derive(Debug, serde::Serialize)]
+struct StreamRequest<'a> {
+    model: &'a str,
+    messages: &'a [Value],
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools: &'a [&'a Value],
+}
+
+/// `stream_options`: the usage comes in the stream's last chunk.
+#[derive(Debug, serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 /// The rest of a stream, each gap between chunks bounded by `timeout`.

@@ -88,13 +88,13 @@ pub(crate) struct Answer {
 pub(crate) async fn stream_step(
     deps: TurnDeps<'_>,
     conversation: &[Value],
-    tools: &[Value],
+    tools: &[&Value],
     step: &str,
     emit: &impl Fn(TurnEventKind),
 ) -> Result<Answer, TurnError> {
     let prompt: usize = conversation
         .iter()
-        .chain(tools)
+        .chain(tools.iter().copied())
         .map(crate::compact::estimate)
         .sum();
     let prompt = u64::try_from(prompt).unwrap_or(u64::MAX);

@@ -77,6 +77,43 @@ async fn drain(mut stream: ModelStream) -> usize {
 }
 
 #[tokio::test]
+async fn a_streamed_request_carries_the_model_the_messages_and_the_tools_as_given() {
+    let (model, url) = serve(Config::default()).await;
+    let tool = json!({
+        "type": "function",
+        "function": {
+            "name": "list_departments",
+            "description": "Lists the school's departments — \"all\" of them.",
+            "parameters": { "type": "object", "properties": {} },
+        },
+    });
+    let client = client(&url, &[], 1, Duration::from_secs(5));
+    drain(client.stream(&conversation(), &[&tool]).await.unwrap()).await;
+    drain(client.stream(&conversation(), &[]).await.unwrap()).await;
+    let requests = model.requests();
+    assert_eq!(
+        requests[0],
+        json!({
+            "model": "primary",
+            "messages": conversation(),
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "tools": [tool],
+        })
+    );
+    // No tools: no `tools` key at all (some servers refuse an empty list).
+    assert_eq!(
+        requests[1],
+        json!({
+            "model": "primary",
+            "messages": conversation(),
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        })
+    );
+}
+
+#[tokio::test]
 async fn an_overloaded_endpoint_is_retried_with_the_same_request() {
     let (model, url) = serve(failing(1, 429)).await;
     let stream = client(&url, &[], 2, Duration::from_secs(5))

@@ -32,10 +32,10 @@ pub struct PromptSize {
     #[serde(skip)]
     pub system_prompt: String,
     #[serde(skip)]
-    pub tool_definitions: Vec<Value>,
+    pub tool_definitions: Vec<&'static Value>,
     /// Each specialist's (name, system prompt, tool definitions).
     #[serde(skip)]
-    pub subagents: Vec<(String, String, Vec<Value>)>,
+    pub subagents: Vec<(String, String, Vec<&'static Value>)>,
 }
 
 /// Measures every demo user's fixed prompt; `model_url` is a llama.cpp server's `/v1` base.
@@ -96,7 +96,7 @@ async fn count(
     http: &reqwest::Client,
     base_url: &str,
     system: &str,
-    tools: &[Value],
+    tools: &[&Value],
 ) -> anyhow::Result<usize> {
     let root = base_url.trim_end_matches('/').trim_end_matches("/v1");
     let rendered: Value = http
@@ -131,7 +131,7 @@ async fn count(
 /// their specialists' to `dir/<user>.<specialist>.txt`), for reading.
 pub fn write(sizes: &[PromptSize], dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let file = |name: String, system: &str, tools: &[Value]| -> anyhow::Result<()> {
+    let file = |name: String, system: &str, tools: &[&Value]| -> anyhow::Result<()> {
         let tools = serde_json::to_string_pretty(tools)?;
         std::fs::write(dir.join(name), format!("{system}\n\n# tools\n{tools}\n"))?;
         Ok(())

@@ -11,10 +11,12 @@ use serde_json::Value;
 
 use crate::helpers::{skills_dir, spawn_stack};
 
-fn tool_names(definitions: &[Value]) -> Vec<String> {
+/// The names of tool definitions, as the worker sends them (borrowed) or as a request carried
+/// them (owned).
+fn tool_names<V: std::borrow::Borrow<Value>>(definitions: &[V]) -> Vec<String> {
     definitions
         .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .map(|t| t.borrow()["function"]["name"].as_str().unwrap().to_owned())
         .collect()
 }
 
