@@ -3,19 +3,22 @@
 
 use rover_contracts::ids::{ThreadId, TurnId};
 use serde_json::Value;
+use sqlx::types::Json;
 
 use rover_domain::{DomainError, TenantTx};
 
-/// Records a turn's events (`seq`, payload) for replay; a repeated `seq` is ignored.
+/// Records a turn's events (`seq`, payload) for replay; a repeated `seq` is ignored. Each payload
+/// is serialised straight into the statement's `jsonb[]` argument.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", turn_id = %turn, count = events.len()))]
-pub async fn record_events(
+pub async fn record_events<P: serde::Serialize + Sync>(
     tx: &mut TenantTx,
     thread: ThreadId,
     turn: TurnId,
-    events: &[(i32, Value)],
+    events: &[(i32, P)],
 ) -> Result<(), DomainError> {
     let school = tx.school_id().as_uuid();
-    let (seqs, payloads): (Vec<i32>, Vec<Value>) = events.iter().cloned().unzip();
+    let seqs: Vec<i32> = events.iter().map(|(seq, _)| *seq).collect();
+    let payloads: Vec<Json<&P>> = events.iter().map(|(_, payload)| Json(payload)).collect();
     sqlx::query(
         "INSERT INTO turn_events (school_id, thread_id, turn_id, seq, payload) \
          SELECT $1, $2, $3, s, p FROM unnest($4::int4[], $5::jsonb[]) AS t(s, p) \

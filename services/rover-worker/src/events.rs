@@ -26,9 +26,7 @@ pub(crate) async fn forward_events(
     let mut first_token_from = first_token_from;
     // A worker may have died between recording events and publishing them: publish what was
     // recorded again (gateways drop the `seq`s they have), so no client waits for a lost one.
-    for event in continuation.recorded() {
-        publish_event(&shared.publisher, &exchange, event).await;
-    }
+    publish_events(&shared.publisher, &exchange, continuation.recorded()).await;
     let mut batch = Vec::new();
     while receiver.recv_many(&mut batch, 256).await > 0 {
         let events: Vec<TurnEvent> = batch
@@ -69,9 +67,7 @@ pub(crate) async fn forward_events(
         {
             rover_settings::fault::point("worker.finish-recorded");
         }
-        for event in &events {
-            publish_event(&shared.publisher, &exchange, event).await;
-        }
+        publish_events(&shared.publisher, &exchange, &events).await;
         if let Some(thread) = waiting {
             tell_waiting(shared, thread).await;
         }
@@ -89,18 +85,29 @@ async fn tell_waiting(shared: &Shared, thread: rover_contracts::ids::ThreadId) {
     }
 }
 
-pub(crate) async fn publish_event(publisher: &Publisher, exchange: &str, event: &TurnEvent) {
-    let key = rover_messaging::turn_event_routing_key(&event.turn_id.to_string());
-    let message = OutgoingMessage::new(wire::encode(event))
-        .with_message_id(format!("{}/{}", event.turn_id, event.seq))
-        .transient();
-    match publisher.publish(exchange, &key, message).await {
+/// Publishes a batch of one turn's events, pipelined: every one is sent before the broker's
+/// confirms are awaited. They share the turn's routing key, so when one finds no gateway
+/// following the turn, none did when it was sent — and one that starts following reads the
+/// batch from the record, written before any of it was sent.
+pub(crate) async fn publish_events(publisher: &Publisher, exchange: &str, events: &[TurnEvent]) {
+    let Some(first) = events.first() else {
+        return;
+    };
+    let key = rover_messaging::turn_event_routing_key(&first.turn_id.to_string());
+    let messages = events.iter().map(|event| {
+        let message = OutgoingMessage::new(wire::encode(event))
+            .with_message_id(format!("{}/{}", event.turn_id, event.seq))
+            .transient();
+        (key.clone(), message)
+    });
+    let seqs = || events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    match publisher.publish_all(exchange, messages).await {
         Ok(()) => {}
         // Nobody is streaming this turn right now; the recorded events serve a later resume.
         Err(rover_messaging::PublishError::Unroutable { .. }) => {
-            tracing::debug!(seq = event.seq, "no gateway is following this turn");
+            tracing::debug!(seqs = ?seqs(), "no gateway is following this turn");
         }
-        Err(error) => tracing::warn!(%error, seq = event.seq, "could not publish a turn event"),
+        Err(error) => tracing::warn!(%error, seqs = ?seqs(), "could not publish turn events"),
     }
 }
 
@@ -111,14 +118,9 @@ pub(crate) async fn record_events(
     turn: rover_contracts::ids::TurnId,
     events: &[TurnEvent],
 ) -> Result<Option<rover_contracts::ids::ThreadId>, rover_domain::DomainError> {
-    let rows: Vec<(i32, serde_json::Value)> = events
+    let rows: Vec<(i32, &TurnEvent)> = events
         .iter()
-        .map(|e| {
-            (
-                i32::try_from(e.seq).unwrap_or(i32::MAX),
-                serde_json::to_value(e).unwrap_or_default(),
-            )
-        })
+        .map(|e| (i32::try_from(e.seq).unwrap_or(i32::MAX), e))
         .collect();
     let mut tx = rover_domain::begin_tenant(pool, school).await?;
     rover_turnstore::events::record_events(&mut tx, thread, turn, &rows).await?;
