@@ -200,6 +200,7 @@ impl TurnSigner {
 }
 
 /// Verifies turn identities with the gateway's public key. Holding one does not allow minting.
+#[derive(Clone)]
 pub struct TurnVerifier {
     key: DecodingKey,
     validation: Validation,

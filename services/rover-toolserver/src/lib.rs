@@ -71,6 +71,7 @@ pub struct App {
     topology: Topology,
     pipeline: Arc<Pipeline>,
     tools: ToolMetrics,
+    verifier: rover_contracts::identity::TurnVerifier,
     metrics: Metrics,
     listener: tokio::net::TcpListener,
     shards: usize,
@@ -133,7 +134,7 @@ impl App {
         let metrics = Metrics::new(registry);
         let (pool, pipeline) = rpc_server_pipeline(
             &database,
-            verifier,
+            verifier.clone(),
             tools.clone(),
             settings.telemetry.capture_content,
         )?;
@@ -151,6 +152,7 @@ impl App {
             topology,
             pipeline,
             tools,
+            verifier,
             metrics,
             listener,
             shards,
@@ -174,6 +176,7 @@ impl App {
             topology,
             pipeline,
             tools,
+            verifier,
             metrics,
             listener,
             shards,
@@ -186,7 +189,10 @@ impl App {
         let consumer = consume(&broker, &topology.tools_queue(), options, pipeline).await?;
         let mut others = Vec::with_capacity(shards - 1);
         for index in 1..shards {
-            match Shard::start(&settings, &broker, &topology, &tools, shards, index).await {
+            let shard = Shard::start(
+                &settings, &broker, &topology, &tools, &verifier, shards, index,
+            );
+            match shard.await {
                 Ok(shard) => others.push(shard),
                 Err(error) => {
                     for shard in others {
@@ -274,11 +280,13 @@ impl Shard {
         broker: &Broker,
         topology: &Topology,
         tools: &ToolMetrics,
+        verifier: &rover_contracts::identity::TurnVerifier,
         shards: usize,
         index: usize,
     ) -> anyhow::Result<Shard> {
         let (options, database) = shard_settings(settings, shards, index);
-        let verifier = rover_service::turn_verifier(&settings.identity, "the tool server")?;
+        // The key read once, at start-up: every RPC server verifies with the same one.
+        let verifier = verifier.clone();
         let (tools, capture) = (tools.clone(), settings.telemetry.capture_content);
         let (broker, queue) = (broker.clone(), topology.tools_queue());
         let (ready_tx, ready) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
