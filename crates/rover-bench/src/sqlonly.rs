@@ -135,7 +135,7 @@ impl SqlOnly {
             trace_id: None,
             change: &written.change,
         };
-        let reply = serde_json::to_value(&written.output).map_err(SqlError::Reply)?;
+        let reply = serde_json::to_string(&written.output).map_err(SqlError::Reply)?;
         commit_write(start.tx, &entry, &call_id, &reply)
             .await
             .map_err(SqlError::step(

@@ -409,6 +409,11 @@ const HEX_DIGITS: [[u8; 2]; 256] = {
     table
 };
 
+/// JSON text as a SQL `jsonb` expression (the text as [`text_sql`] writes it, cast).
+fn jsonb_sql(json: &str) -> String {
+    format!("({})::jsonb", text_sql(json))
+}
+
 /// A UUID as a SQL literal (its own text form: hex digits and dashes).
 pub(crate) fn uuid_sql(id: Uuid) -> String {
     format!("'{id}'::uuid")
@@ -445,10 +450,7 @@ fn opening_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
         uuid_or_null(approval.map(|a| a.turn.as_uuid())),
         uuid_or_null(approval.map(|a| a.user.as_uuid())),
         uuid_or_null(approval.map(|a| a.thread.as_uuid())),
-        approval.map_or_else(
-            || "NULL".to_owned(),
-            |a| format!("({})::jsonb", text_sql(&a.input.to_string())),
-        ),
+        approval.map_or_else(|| "NULL".to_owned(), |a| jsonb_sql(&a.input.to_string())),
     ];
     format!("SELECT * FROM rover_open_call({})", arguments.join(", "))
 }
@@ -456,19 +458,16 @@ fn opening_sql(school_id: SchoolId, reads: CallReads<'_>) -> String {
 /// Commits a successful write with its audit row and its inbox row (the reply, the event and the
 /// actor), in one round trip: `SELECT rover_finish_write(…); COMMIT`. On any error the
 /// transaction is over (rolled back by Postgres or by the connection's close) and nothing of the
-/// write remains.
+/// write remains. `reply` is the reply's JSON text, as the caller serialised it once.
 #[tracing::instrument(skip_all, fields(db.system.name = "postgresql", event = entry.event))]
 pub async fn commit_write(
     tx: TenantTx,
     entry: &AuditEntry<'_>,
     call_id: &ToolCallId,
-    reply: &Value,
+    reply: &str,
 ) -> Result<(), DomainError> {
     let json_or_null = |value: Option<&Value>| {
-        value.map_or_else(
-            || "NULL".to_owned(),
-            |value| format!("({})::jsonb", text_sql(&value.to_string())),
-        )
+        value.map_or_else(|| "NULL".to_owned(), |value| jsonb_sql(&value.to_string()))
     };
     let arguments = [
         uuid_sql(tx.school_uuid()),
@@ -486,7 +485,7 @@ pub async fn commit_write(
         json_or_null(entry.change.before.as_ref()),
         json_or_null(Some(&entry.change.after)),
         json_or_null(entry.change.named.as_ref()),
-        json_or_null(Some(reply)),
+        jsonb_sql(reply),
     ];
     tx.finish(format!(
         "SELECT rover_finish_write({}); COMMIT",

@@ -594,7 +594,8 @@ async fn commit_write(
     entry: &AuditEntry<'_>,
     reply: &Reply,
 ) -> Result<(), Failure> {
-    let stored = serde_json::to_value(reply)
+    // Serialised once, as text: its data is JSON text already (no `Value` built to write it).
+    let stored = serde_json::to_string(reply)
         .map_err(|e| Failure::error(format!("The reply could not be stored: {e}")))?;
     // The write has run, uncommitted: dying here must leave nothing behind.
     rover_settings::fault::point("toolserver.before-commit");
